@@ -1,0 +1,164 @@
+#include "autograd/engine.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/ops.h"
+
+namespace cmha::autograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+std::atomic<uint64_t> g_sequence{0};
+
+bool input_wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+// A gradient handed to a leaf must not alias a buffer someone else can
+// still modify (optimisers and clipping update .grad in place).
+Tensor owned(const Tensor& g) {
+  if (!g.is_contiguous() || g.impl().storage.use_count() > 1) return g.clone();
+  return g;
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (input_wants_grad(t)) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (input_wants_grad(t)) return true;
+  return false;
+}
+
+void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  node->sequence = g_sequence.fetch_add(1);
+  node->out_shape = out.shape();
+  out.impl().grad_fn = std::move(node);
+  out.impl().requires_grad = true;
+}
+
+void run_backward(const Tensor& root, const Tensor& grad) {
+  CMHA_CHECK(root.requires_grad(),
+             "backward: the tensor " + root.describe() + " does not require grad (no parameter or input "
+             "with requires_grad reached it, or it was computed under NoGradGuard)");
+  CMHA_CHECK(grad.shape() == root.shape(), "backward: gradient shape " + shape_str(grad.shape()) +
+                                               " differs from the tensor's shape " + shape_str(root.shape()));
+  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+
+  // Leaves: gradients are summed here, then added to .grad once every
+  // consumer has delivered (that is when the "gradient ready" hook fires).
+  struct LeafState {
+    Tensor tensor;
+    Tensor pending;
+    int remaining = 0;
+  };
+  std::unordered_map<TensorImpl*, LeafState> leaves;
+  auto deliver_to_leaf = [&](LeafState& ls, const Tensor& g) {
+    ls.pending = ls.pending.defined() ? add(ls.pending, g) : g;
+    if (--ls.remaining > 0) return;
+    TensorImpl& impl = ls.tensor.impl();
+    Tensor total = impl.grad ? add(Tensor(impl.grad), ls.pending) : owned(ls.pending);
+    impl.grad = total.impl_ptr();
+    for (auto& hook : impl.grad_ready_hooks) hook(ls.tensor);
+  };
+
+  if (root.is_leaf()) {
+    LeafState ls{root, Tensor(), 1};
+    deliver_to_leaf(ls, grad);
+    return;
+  }
+
+  // Count, for each node, how many edges point at it; for each leaf, how many uses.
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_map<Node*, Tensor> node_grads;
+  // Freeing a node's edges can drop the last owner of a node still queued:
+  // hold every node of the graph until the pass ends.
+  std::vector<std::shared_ptr<Node>> alive{root.grad_fn()};
+  {
+    std::vector<Node*> stack{root.grad_fn().get()};
+    dependencies[root.grad_fn().get()] = 0;
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      CMHA_CHECK(n->backward, std::string("backward: the graph through '") + n->name +
+                                  "' was already freed by an earlier backward()");
+      for (const Tensor& in : n->inputs) {
+        if (!input_wants_grad(in)) continue;
+        if (Node* child = in.grad_fn().get()) {
+          auto [it, fresh] = dependencies.try_emplace(child, 0);
+          ++it->second;
+          if (fresh) {
+            stack.push_back(child);
+            alive.push_back(in.grad_fn());
+          }
+        } else {
+          auto [it, fresh] = leaves.try_emplace(in.impl_ptr().get(), LeafState{in, Tensor(), 0});
+          ++it->second.remaining;
+        }
+      }
+    }
+  }
+
+  auto later_first = [](Node* a, Node* b) { return a->sequence < b->sequence; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  node_grads[root.grad_fn().get()] = grad;
+  ready.push(root.grad_fn().get());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    Tensor g = std::move(node_grads[n]);
+    node_grads.erase(n);
+    std::vector<Tensor> grads = n->backward(g);
+    CMHA_CHECK(grads.size() == n->inputs.size(), std::string("backward of '") + n->name + "' returned " +
+                                                     std::to_string(grads.size()) + " gradients for " +
+                                                     std::to_string(n->inputs.size()) + " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& in = n->inputs[i];
+      if (!input_wants_grad(in)) continue;
+      Tensor gi = grads[i];
+      CMHA_CHECK(gi.defined(), std::string("backward of '") + n->name + "' gave no gradient for input " +
+                                   std::to_string(i) + ", which requires one");
+      CMHA_CHECK(gi.shape() == in.shape(), std::string("backward of '") + n->name + "' gave gradient " +
+                                               shape_str(gi.shape()) + " for input " + std::to_string(i) +
+                                               " of shape " + shape_str(in.shape()));
+      if (Node* child = in.grad_fn().get()) {
+        auto it = node_grads.find(child);
+        if (it == node_grads.end()) node_grads.emplace(child, gi);
+        else it->second = add(it->second, gi);
+        if (--dependencies[child] == 0) ready.push(child);
+      } else {
+        deliver_to_leaf(leaves.at(in.impl_ptr().get()), gi);
+      }
+    }
+    // Free the graph: saved tensors and edges go now, not when the outputs die.
+    n->backward = nullptr;
+    n->inputs.clear();
+  }
+}
+
+}  // namespace cmha::autograd
+
+namespace cmha {
+void Tensor::backward(const Tensor& grad) const {
+  if (grad.defined()) {
+    autograd::run_backward(*this, grad);
+    return;
+  }
+  CMHA_CHECK(numel() == 1, "backward: an implicit gradient needs a one-element tensor, got " + describe() +
+                               "; pass the gradient explicitly");
+  autograd::run_backward(*this, Tensor::ones(shape(), dtype(), device()));
+}
+}  // namespace cmha

@@ -1,0 +1,51 @@
+#pragma once
+// Define-by-run autograd. Every differentiable op calls `record` after its
+// forward pass; `run_backward` walks the recorded graph in reverse, sums the
+// gradients that reach each tensor, and frees the graph as it goes.
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace cmha::autograd {
+
+// Gradient of the loss w.r.t. each recorded input, given the gradient w.r.t.
+// the output. An undefined Tensor means "no gradient for this input".
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
+
+struct Node {
+  const char* name = "";
+  std::vector<Tensor> inputs;  // the edges; each may itself have a grad_fn
+  BackwardFn backward;         // reset after use: the graph is freed by backward
+  uint64_t sequence = 0;       // creation order; later nodes run first
+  Shape out_shape;             // the gradient must have this shape
+};
+
+// Gradient recording is on by default, per thread.
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// True when recording is on and any input requires a gradient.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Attaches a node to `out` (which then requires grad).
+void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+
+// Backpropagates `grad` (same shape as `root`) through root's graph.
+void run_backward(const Tensor& root, const Tensor& grad);
+
+}  // namespace cmha::autograd

@@ -1,0 +1,123 @@
+// matmul and linear through oneDNN. Backward passes transposed views straight
+// to oneDNN (it takes strides), so no transpose is ever copied.
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "backend/cpu/onednn.h"
+#include "backend/cpu/strided.h"
+
+namespace cmha {
+
+namespace {
+
+void check_matmul_operand(const Tensor& t, const char* op) {
+  CMHA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+             std::string(op) + ": expected f32 or bf16, got " + t.describe());
+  t.check_cpu(op);
+}
+
+// oneDNN wants the last two dims dense in one orientation; anything else
+// (e.g. a slice with a step) is copied first.
+Tensor dense_inner(const Tensor& t) {
+  const int64_t n = t.dim();
+  const Shape& s = t.strides();
+  const Shape& sh = t.shape();
+  const bool row_major = s[n - 1] == 1 || sh[n - 1] == 1;
+  const bool col_major = s[n - 2] == 1 || sh[n - 2] == 1;
+  if ((row_major && (s[n - 2] >= sh[n - 1] || sh[n - 2] == 1)) ||
+      (col_major && (s[n - 1] >= sh[n - 2] || sh[n - 1] == 1)))
+    return t;
+  return t.contiguous();
+}
+
+// Pads t with leading size-1 dims up to n dims (a view).
+Tensor lead_pad(const Tensor& t, int64_t n) {
+  Tensor r = t;
+  while (r.dim() < n) r = r.unsqueeze(0);
+  return r;
+}
+
+// a[..., M, K] @ b[..., K, N] without autograd.
+Tensor matmul_forward(const Tensor& a, const Tensor& b) {
+  CMHA_CHECK(a.dim() >= 2 && b.dim() >= 2,
+             "matmul: both operands need at least 2 dims, got " + a.describe() + " and " + b.describe());
+  CMHA_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: " + a.describe() + " and " + b.describe());
+  CMHA_CHECK(a.size(-1) == b.size(-2), "matmul: inner sizes differ: " + a.describe() + " @ " + b.describe());
+  const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape out_shape = cpu::broadcast_shapes(batch_a, batch_b, "matmul");
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  const int64_t n = static_cast<int64_t>(out_shape.size());
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  if (out.numel() == 0) return out;
+  if (a.size(-1) == 0) {
+    out.zero_();
+    return out;
+  }
+  cpu::matmul_into(dense_inner(lead_pad(a, n)), dense_inner(lead_pad(b, n)), Tensor(), out);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_matmul_operand(a, "matmul");
+  check_matmul_operand(b, "matmul");
+  Tensor out = matmul_forward(a.detach(), b.detach());
+  if (autograd::needs_grad({a, b})) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    autograd::record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach(), ga, gb](const Tensor& g) {
+      // dA = g · Bᵀ, dB = Aᵀ · g, then undo batch broadcasting.
+      Tensor da = ga ? sum_to(matmul_forward(g, b.transpose(-1, -2)), a.shape()) : Tensor();
+      Tensor db = gb ? sum_to(matmul_forward(a.transpose(-1, -2), g), b.shape()) : Tensor();
+      return std::vector<Tensor>{da, db};
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  check_matmul_operand(x, "linear");
+  check_matmul_operand(w, "linear");
+  CMHA_CHECK(w.dim() == 2, "linear: weight must be [out, in], got " + w.describe());
+  CMHA_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1),
+             "linear: input " + x.describe() + " does not end in the weight's in-size " + std::to_string(w.size(1)) +
+                 " (weight " + w.describe() + ")");
+  CMHA_CHECK(x.dtype() == w.dtype(), "linear: dtypes differ: " + x.describe() + " and " + w.describe());
+  if (bias.defined()) {
+    CMHA_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0),
+               "linear: bias must be [" + std::to_string(w.size(0)) + "], got " + bias.describe());
+    bias.check_dtype(DType::f32, "linear bias");
+  }
+  const int64_t in = w.size(1), outf = w.size(0);
+  // Shapes: x[..., in] -> x2[N, in] -> y2[N, out] -> y[..., out]
+  Tensor x2 = x.detach().reshape({-1, in});
+  Tensor y2 = Tensor::empty({x2.size(0), outf}, x.dtype());
+  if (y2.numel() > 0) cpu::matmul_into(dense_inner(x2), w.detach().transpose(0, 1), bias.defined() ? bias.detach() : Tensor(), y2);
+  Shape out_shape = x.shape();
+  out_shape.back() = outf;
+  Tensor out = y2.view(out_shape);
+  if (autograd::needs_grad({x, w, bias})) {
+    const bool gx = x.requires_grad(), gw = w.requires_grad(), gbias = bias.defined() && bias.requires_grad();
+    Shape x_shape = x.shape();
+    autograd::record(out, "linear", {x, w, bias},
+                     [x2, w = w.detach(), gx, gw, gbias, x_shape, in, outf](const Tensor& g) {
+                       Tensor g2 = g.reshape({-1, outf});  // [N, out]
+                       std::vector<Tensor> grads(3);
+                       if (gx) {  // [N, out] @ [out, in] -> [N, in]
+                         Tensor dx = Tensor::empty({g2.size(0), in}, g2.dtype());
+                         cpu::matmul_into(dense_inner(g2), w, Tensor(), dx);
+                         grads[0] = dx.view(x_shape);
+                       }
+                       if (gw) {  // [out, N] @ [N, in] -> [out, in]
+                         Tensor dw = Tensor::empty({outf, in}, g2.dtype());
+                         cpu::matmul_into(dense_inner(g2).transpose(0, 1), dense_inner(x2), Tensor(), dw);
+                         grads[1] = dw;
+                       }
+                       if (gbias) grads[2] = sum(g2.to(DType::f32), {0});
+                       return grads;
+                     });
+  }
+  return out;
+}
+
+}  // namespace cmha

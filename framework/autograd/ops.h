@@ -1,0 +1,93 @@
+#pragma once
+// The flat op API. Every op here is differentiable (recorded by autograd when
+// an input requires grad), takes f32 unless stated, and runs on the CPU
+// through oneDNN or OpenMP loops. Each op's forward and backward live side by
+// side in the .cpp named in its section. Shapes: [..] any leading dims.
+#include <cstdint>
+#include <vector>
+
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
+
+namespace cmha {
+
+// ---- matmul.cpp (oneDNN matmul, primitives cached by shape) ----
+// a[..., M, K] @ b[..., K, N] -> [..., M, N]; batch dims broadcast; f32 or bf16
+// inputs (both the same), f32 accumulation, result in the input dtype.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x[..., in] · w[out, in]ᵀ + bias[out] -> [..., out]; the bias add is fused.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+
+// ---- elementwise.cpp (broadcasting as in NumPy) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add_scalar(const Tensor& a, float s);
+Tensor mul_scalar(const Tensor& a, float s);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor pow_scalar(const Tensor& a, float exponent);
+Tensor tanh(const Tensor& a);
+// Sums `x` over the dims that were broadcast to reach x's shape from `shape`.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator*(const Tensor& a, float s) { return mul_scalar(a, s); }
+inline Tensor operator+(const Tensor& a, float s) { return add_scalar(a, s); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+// ---- reduce.cpp ----
+Tensor sum(const Tensor& x);  // all elements -> []
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
+// Maximum along `dim`; the gradient flows to the first maximal element.
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64, not differentiable
+
+// ---- softmax.cpp ----
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
+
+// ---- layer_norm.cpp ----
+// Normalises over the last dim; weight/bias [D] are optional.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
+
+// ---- activation.cpp ----
+Tensor relu(const Tensor& x);
+// Exact (erf) GELU, or the tanh approximation.
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+
+// ---- dropout.cpp ----
+// Zeroes each element with probability p and scales the rest by 1/(1-p);
+// the mask comes from the counter-based generator, so it is the same for a
+// seed whatever the thread count. Identity when !training or p == 0.
+Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
+
+// ---- embedding.cpp ----
+// weight[V, D], ids (i32/i64)[...] -> [..., D]; backward scatter-adds into rows.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+
+// ---- loss.cpp ----
+enum class Reduction { none, sum, mean };
+// Cross-entropy with label smoothing, fused with log-softmax.
+// logits[N, C], target (i32/i64)[N]; targets equal to ignore_index contribute
+// nothing; mean divides by the number of non-ignored targets.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, float label_smoothing = 0.0f,
+                     int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
+
+// ---- index.cpp ----
+// Where mask (b8, broadcastable to x) is true, the result holds `value`.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim);
+// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (as torch.gather).
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+}  // namespace cmha

@@ -1,0 +1,100 @@
+#include "backend/cpu/onednn.h"
+
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <sstream>
+#include <unordered_map>
+
+namespace cmha::cpu {
+
+namespace {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    case DType::i32: return dnnl::memory::data_type::s32;
+    default: throw Error(std::string("oneDNN matmul: unsupported dtype ") + dtype_name(t));
+  }
+}
+
+dnnl::memory::desc desc_of(const Tensor& t) {
+  dnnl::memory::dims dims(t.shape().begin(), t.shape().end());
+  dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
+  // oneDNN wants a non-zero stride even on size-1 dims.
+  for (size_t i = 0; i < strides.size(); ++i)
+    if (dims[i] == 1 && strides[i] == 0) strides[i] = 1;
+  return dnnl::memory::desc(dims, dnnl_type(t.dtype()), strides);
+}
+
+struct Cached {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, bias, c;
+};
+
+std::mutex g_mutex;
+std::unordered_map<std::string, Cached> g_cache;
+size_t g_created = 0;
+
+void key_of(std::ostringstream& os, const Tensor& t) {
+  os << dtype_name(t.dtype()) << shape_str(t.shape()) << shape_str(t.strides()) << ';';
+}
+
+}  // namespace
+
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c) {
+  std::ostringstream key;
+  key_of(key, a);
+  key_of(key, b);
+  key_of(key, c);
+  if (bias.defined()) key_of(key, bias);
+  const Cached* entry;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_cache.find(key.str());
+    if (it == g_cache.end()) {
+      Cached e;
+      e.a = desc_of(a);
+      e.b = desc_of(b);
+      e.c = desc_of(c);
+      if (bias.defined()) {
+        dnnl::memory::dims bd(c.dim(), 1);
+        bd.back() = bias.numel();
+        dnnl::memory::dims bs(c.dim(), bias.numel());
+        bs.back() = 1;
+        e.bias = dnnl::memory::desc(bd, dnnl_type(bias.dtype()), bs);
+      }
+      try {
+        auto desc = bias.defined() ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
+        e.prim = dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine()));
+      } catch (const dnnl::error& err) {
+        throw Error("oneDNN matmul cannot run " + a.describe() + " @ " + b.describe() + ": " + err.what());
+      }
+      ++g_created;
+      it = g_cache.emplace(key.str(), std::move(e)).first;
+    }
+    entry = &it->second;
+  }
+  dnnl::memory ma(entry->a, engine(), a.raw_data());
+  dnnl::memory mb(entry->b, engine(), b.raw_data());
+  dnnl::memory mc(entry->c, engine(), c.raw_data());
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (bias.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(entry->bias, engine(), bias.raw_data()));
+  // One stream per thread: streams are not meant to be shared across threads.
+  thread_local dnnl::stream stream(engine());
+  entry->prim.execute(stream, args);
+  stream.wait();
+}
+
+size_t matmul_primitives_created() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_created;
+}
+
+}  // namespace cmha::cpu

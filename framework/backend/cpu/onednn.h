@@ -1,0 +1,18 @@
+#pragma once
+// The oneDNN side of the CPU backend: one engine and stream for the process,
+// and matmul primitives cached by geometry (creating a primitive costs far
+// more than running a small one).
+#include "tensor/tensor.h"
+
+namespace cmha::cpu {
+
+// c = a @ b (+ bias broadcast over rows). a[..., M, K], b[..., K, N],
+// c[..., M, N] preallocated; all have the same number of dims, batch dims
+// equal or 1 (broadcast). Any of a, b may be a transposed view: strides are
+// passed to oneDNN as they are. bias (optional) is [N], f32.
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c);
+
+// Number of matmul primitives created so far (for tests of the cache).
+size_t matmul_primitives_created();
+
+}  // namespace cmha::cpu

@@ -1,0 +1,148 @@
+#include "tensor/safetensors.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "autograd/engine.h"
+
+namespace cmha {
+
+namespace {
+
+const char* st_dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::b8: return "BOOL";
+  }
+  return "?";
+}
+
+bool st_dtype_from_name(const std::string& s, DType& out) {
+  static const std::pair<const char*, DType> table[] = {{"F32", DType::f32}, {"BF16", DType::bf16},
+                                                        {"F16", DType::f16}, {"I32", DType::i32},
+                                                        {"I64", DType::i64}, {"BOOL", DType::b8}};
+  for (auto& [name, dt] : table)
+    if (s == name) {
+      out = dt;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  CMHA_CHECK(in.good(), "cannot open safetensors file '" + path + "': " + std::strerror(errno));
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  CMHA_CHECK(file_size >= 8, "safetensors file '" + path + "' is truncated: " + std::to_string(file_size) +
+                                 " bytes, shorter than its 8-byte header length");
+  unsigned char len_bytes[8];
+  in.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  CMHA_CHECK(header_len <= file_size - 8, "safetensors file '" + path + "' is truncated or corrupt: header of " +
+                                              std::to_string(header_len) + " bytes in a file of " +
+                                              std::to_string(file_size));
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("safetensors file '" + path + "' has a corrupt JSON header: " + e.what());
+  }
+  CMHA_CHECK(j.is_object(), "safetensors file '" + path + "': the header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - header_len;
+  SafetensorsFile out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") {
+      CMHA_CHECK(it->is_object(), "safetensors file '" + path + "': __metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        CMHA_CHECK(m->is_string(), "safetensors file '" + path + "': metadata '" + m.key() + "' is not a string");
+        out.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "safetensors file '" + path + "', tensor '" + name + "'";
+    const auto& e = *it;
+    CMHA_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"),
+               where + ": entry needs dtype, shape and data_offsets");
+    DType dt;
+    CMHA_CHECK(e["dtype"].is_string() && st_dtype_from_name(e["dtype"].get<std::string>(), dt),
+               where + ": unsupported dtype " + e["dtype"].dump());
+    Shape shape;
+    CMHA_CHECK(e["shape"].is_array(), where + ": shape is not a list");
+    for (const auto& d : e["shape"]) {
+      CMHA_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0, where + ": bad shape " + e["shape"].dump());
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto& off = e["data_offsets"];
+    CMHA_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+               where + ": data_offsets must be two non-negative integers");
+    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    const uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dt);
+    CMHA_CHECK(begin <= end && end - begin == expected,
+               where + ": data_offsets span " + std::to_string(end - begin) + " bytes but " + dtype_name(dt) +
+                   shape_str(shape) + " needs " + std::to_string(expected));
+    CMHA_CHECK(end <= data_size, where + ": data runs past the end of the file (truncated: the data section has " +
+                                     std::to_string(data_size) + " bytes, the tensor ends at " +
+                                     std::to_string(end) + ")");
+    Tensor t = Tensor::empty(shape, dt);
+    in.seekg(static_cast<std::streamoff>(8 + header_len + begin));
+    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(expected));
+    CMHA_CHECK(in.good() || expected == 0, where + ": read failed");
+    out.tensors.emplace(name, t.set_name(name));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  autograd::NoGradGuard no_grad;
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> contiguous;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    t.check_cpu("save_safetensors");
+    Tensor c = t.contiguous();
+    const uint64_t n = c.nbytes();
+    header[name] = {{"dtype", st_dtype_name(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    contiguous.push_back(c);
+  }
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // data starts 8-byte aligned
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  CMHA_CHECK(f, "cannot write '" + tmp + "': " + std::strerror(errno));
+  unsigned char len_bytes[8];
+  uint64_t len = h.size();
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
+  bool ok = std::fwrite(len_bytes, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  for (const Tensor& c : contiguous)
+    ok = ok && (c.nbytes() == 0 || std::fwrite(c.raw_data(), 1, c.nbytes(), f) == c.nbytes());
+  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw Error("writing '" + path + "' failed (disk full?); the previous file, if any, is untouched");
+  }
+  CMHA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
+             "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace cmha

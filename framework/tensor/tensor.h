@@ -1,0 +1,148 @@
+#pragma once
+// The one Tensor type: shape, strides, storage offset, dtype, device and
+// optional autograd meta. Tensor is a cheap handle (shared_ptr to TensorImpl);
+// copies alias the same data, as in PyTorch.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/storage.h"
+
+namespace cmha {
+
+using Shape = std::vector<int64_t>;
+
+class Tensor;
+namespace autograd {
+struct Node;
+}
+
+using GradReadyHook = std::function<void(Tensor& param)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;  // in elements
+  int64_t offset = 0;
+  DType dtype = DType::f32;
+
+  // Autograd meta: a leaf has requires_grad and no grad_fn; an op result has a grad_fn.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  std::vector<GradReadyHook> grad_ready_hooks;
+  std::string name;  // optional, shown in errors (parameter names)
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories (contiguous, on `device`) ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
+                     Device device = Device::cpu());
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape);
+  static Tensor from_vector_i32(const std::vector<int32_t>& values, const Shape& shape);
+  static Tensor arange(int64_t n, DType dtype = DType::f32);
+  static Tensor scalar(float v) { return from_vector({v}, {}); }
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t offset() const { return impl().offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_contiguous() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  std::string describe() const;  // "f32[2, 3] on cpu"
+  // Wraps a possibly negative dim into [0, dim()); throws naming `op` when out of range.
+  int64_t wrap_dim(int64_t d, const char* op) const;
+
+  // ---- raw data (CPU) ----
+  template <typename T>
+  T* data() const {
+    check_dtype(dtype_of<T>(), "data<T>()");
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+  float item() const;  // the value of a one-element tensor, as float
+  std::vector<float> to_float_vector() const;
+  std::vector<int64_t> to_i64_vector() const;
+
+  // ---- copies and conversions (not recorded by autograd unless stated) ----
+  Tensor contiguous() const;          // autograd-aware; returns *this when already contiguous
+  Tensor clone() const;               // autograd-aware deep copy
+  Tensor to(DType dtype) const;       // autograd-aware between floating types
+  Tensor to(Device device) const;     // copy to another device
+  Tensor detach() const;              // same data, no autograd history
+  void copy_(const Tensor& src);      // in place, no autograd; shapes must match (src may broadcast)
+  void fill_(double value);           // in place, no autograd
+  void zero_() { fill_(0.0); }
+
+  // ---- views (autograd-aware; share storage when possible) ----
+  Tensor reshape(const Shape& shape) const;   // one dim may be -1; copies when not viewable
+  Tensor view(const Shape& shape) const;      // never copies; throws when not viewable
+  Tensor flatten(int64_t start = 0, int64_t end = -1) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // drops `dim`
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const {
+    return slice(dim, start, start + length);
+  }
+  Tensor expand(const Shape& shape) const;    // -1 keeps a size; size-1 dims broadcast
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& set_requires_grad(bool on);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  Tensor grad() const { return Tensor(impl().grad); }
+  void set_grad(const Tensor& g) { impl().grad = g.impl_; }
+  void zero_grad() { impl().grad.reset(); }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  // Runs backward from this tensor. `grad` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& grad = Tensor()) const;
+  // Called once per backward pass when this leaf's gradient is final.
+  void register_grad_ready_hook(GradReadyHook hook) { impl().grad_ready_hooks.push_back(std::move(hook)); }
+  const std::string& name() const { return impl().name; }
+  Tensor& set_name(std::string n) {
+    impl().name = std::move(n);
+    return *this;
+  }
+
+  // ---- checks that raise clear errors naming `op` ----
+  void check_dtype(DType expected, const char* op) const;
+  void check_floating(const char* op) const;
+  void check_cpu(const char* op) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Contiguous strides for a shape (row-major).
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+// A new tensor that views `base`'s storage with the given geometry (no autograd).
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+
+}  // namespace cmha

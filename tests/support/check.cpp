@@ -1,0 +1,135 @@
+#include "support/check.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <unistd.h>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "tensor/rng.h"
+
+namespace cmha::test {
+
+namespace {
+double weighted_sum(const Tensor& out, const std::vector<float>& w) {
+  std::vector<float> v = out.to_float_vector();
+  double s = 0;
+  for (size_t i = 0; i < v.size(); ++i) s += static_cast<double>(v[i]) * w[i];
+  return s;
+}
+}  // namespace
+
+::testing::AssertionResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                     const std::vector<Tensor>& inputs, GradcheckOptions opt) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) t.impl().grad.reset();
+  Tensor out = fn(inputs);
+  Tensor w = random_tensor(out.shape(), opt.seed, -1.0f, 1.0f);
+  out.backward(w);
+  const std::vector<float> wv = w.to_float_vector();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& x = inputs[k];
+    if (!x.defined() || !x.requires_grad()) continue;
+    if (!x.grad().defined()) return ::testing::AssertionFailure() << "input " << k << " received no gradient";
+    const std::vector<float> analytic = x.grad().to_float_vector();
+    autograd::NoGradGuard no_grad;
+    float* px = x.data<float>();  // inputs are contiguous leaves
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float saved = px[i];
+      px[i] = saved + opt.eps;
+      const double up = weighted_sum(fn(inputs), wv);
+      px[i] = saved - opt.eps;
+      const double down = weighted_sum(fn(inputs), wv);
+      px[i] = saved;
+      const double numeric = (up - down) / (2.0 * opt.eps);
+      const double err = std::fabs(analytic[i] - numeric);
+      if (err > opt.atol + opt.rtol * std::fabs(numeric))
+        return ::testing::AssertionFailure() << "input " << k << " element " << i << ": analytic " << analytic[i]
+                                             << " vs numeric " << numeric << " (|diff| " << err << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, float atol, float rtol) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << "undefined tensor in comparison";
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " vs expected "
+                                         << shape_str(expected.shape());
+  const std::vector<float> a = actual.to_float_vector(), e = expected.to_float_vector();
+  double worst = -1;
+  size_t at = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - e[i]);
+    const bool nan_mismatch = std::isnan(a[i]) != std::isnan(e[i]);
+    if (nan_mismatch || d > atol + rtol * std::fabs(e[i])) {
+      ++bad;
+      if (nan_mismatch || d > worst) {
+        worst = nan_mismatch ? INFINITY : d;
+        at = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ; worst at flat index " << at
+                                       << ": " << a[at] << " vs expected " << e[at] << " (atol " << atol
+                                       << ", rtol " << rtol << ")";
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, float low, float high, bool requires_grad) {
+  Generator gen(seed);
+  Tensor t = Tensor::empty(shape);
+  uniform_(t, gen, low, high);
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+SafetensorsFile load_fixture(const std::string& name) {
+  return load_safetensors(std::string(CMHA_FIXTURE_DIR) + "/" + name + ".safetensors");
+}
+
+Tensor fixture_tensor(const SafetensorsFile& f, const std::string& key, bool requires_grad) {
+  auto it = f.tensors.find(key);
+  if (it == f.tensors.end()) {
+    ADD_FAILURE() << "fixture has no tensor '" << key << "'";
+    return Tensor::zeros({1});
+  }
+  Tensor t = it->second.detach().clone();
+  if (requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+::testing::AssertionResult matches_fixture(const std::string& name,
+                                           const std::function<Tensor(const FixtureInputs&)>& fn, float atol,
+                                           float rtol) {
+  SafetensorsFile f = load_fixture(name);
+  FixtureInputs in;
+  for (const auto& [key, t] : f.tensors)
+    if (key.rfind("in.", 0) == 0) in[key.substr(3)] = fixture_tensor(f, key, is_floating(t.dtype()));
+  Tensor out = fn(in);
+  auto r = all_close(out, f.tensors.at("out"), atol, rtol);
+  if (!r) return ::testing::AssertionFailure() << name << " output: " << r.message();
+  if (!out.requires_grad()) return ::testing::AssertionSuccess();
+  out.backward(f.tensors.at("grad_out"));
+  for (const auto& [key, t] : f.tensors) {
+    if (key.rfind("grad.", 0) != 0) continue;
+    const std::string input = key.substr(5);
+    if (!in.at(input).grad().defined())
+      return ::testing::AssertionFailure() << name << ": no gradient reached input '" << input << "'";
+    auto g = all_close(in.at(input).grad(), t, atol, rtol);
+    if (!g) return ::testing::AssertionFailure() << name << " gradient of '" << input << "': " << g.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::string temp_dir(const std::string& tag) {
+  auto base = std::filesystem::temp_directory_path() / ("cmha_test_" + tag + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(base);
+  return base.string();
+}
+
+}  // namespace cmha::test

@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include "autograd/ops.h"
+#include "tensor/tensor.h"
+
+using namespace cmha;
+
+TEST(Tensor, ContiguousStoragesAreAligned) {
+  for (int64_t n : {1, 3, 17, 1000}) {
+    Tensor t = Tensor::empty({n});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw_data()) % 64, 0u);
+  }
+}
+
+TEST(Tensor, ViewsShareStorageAndCopiesDoNot) {
+  Tensor t = Tensor::arange(12).reshape({3, 4});
+  Tensor tt = t.transpose(0, 1);
+  EXPECT_FALSE(tt.is_contiguous());
+  EXPECT_EQ(tt.raw_data(), t.raw_data());
+  EXPECT_EQ(tt.contiguous().to_float_vector(),
+            (std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  Tensor s = t.slice(1, 1, 4, 2);
+  EXPECT_EQ(s.shape(), (Shape{3, 2}));
+  EXPECT_EQ(s.to_float_vector(), (std::vector<float>{1, 3, 5, 7, 9, 11}));
+  Tensor e = Tensor::from_vector({1, 2}, {2, 1}).expand({2, 3});
+  EXPECT_EQ(e.strides()[1], 0);
+  EXPECT_EQ(e.to_float_vector(), (std::vector<float>{1, 1, 1, 2, 2, 2}));
+}
+
+TEST(Tensor, DtypeConversionsRoundTrip) {
+  Tensor t = Tensor::from_vector({1.5f, -2.25f, 3.0f, 65504.0f}, {4});
+  EXPECT_EQ(t.to(DType::f16).to(DType::f32).to_float_vector(), t.to_float_vector());
+  EXPECT_EQ(t.to(DType::bf16).to(DType::f32).to_float_vector(), (std::vector<float>{1.5f, -2.25f, 3.0f, 65536.0f}));
+  EXPECT_EQ(t.to(DType::i64).to_i64_vector(), (std::vector<int64_t>{1, -2, 3, 65504}));
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256).bits, float_to_bf16(1.0f).bits);  // ties to even
+}
+
+TEST(Tensor, ErrorsNameOpAndShape) {
+  Tensor t = Tensor::zeros({2, 3});
+  try {
+    t.view({4, 2});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "view: cannot reshape f32[2, 3] on cpu (6 elements) to [4, 2]");
+  }
+  EXPECT_THROW(t.transpose(0, 1).view({6}), Error);
+  EXPECT_THROW(t.permute({0, 0}), Error);
+  EXPECT_THROW(t.expand({3, 3}), Error);
+  EXPECT_THROW(t.squeeze(0), Error);
+  EXPECT_THROW(t.size(2), Error);
+  EXPECT_THROW(t.data<int64_t>(), Error);
+  EXPECT_THROW(Tensor::zeros({2}, DType::i64).set_requires_grad(true), Error);
+  EXPECT_THROW(Tensor().shape(), Error);
+}
+
+TEST(Tensor, DevicesParseAndCudaIsAnErrorWithoutTheBackend) {
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cpu").str(), "cpu");
+  EXPECT_THROW(Device::parse("gpu0"), Error);
+  EXPECT_THROW(Device::parse("cuda:x"), Error);
+#ifndef CMHA_WITH_CUDA
+  EXPECT_EQ(cuda_device_count(), 0);
+  EXPECT_THROW(Tensor::zeros({2}, DType::f32, Device::cuda(0)), Error);
+#endif
+}
