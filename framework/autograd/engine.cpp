@@ -15,9 +15,10 @@ std::atomic<uint64_t> g_sequence{0};
 bool input_wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
 // A gradient handed to a leaf must not alias a buffer someone else can
-// still modify (optimisers and clipping update .grad in place).
-Tensor owned(const Tensor& g) {
-  if (!g.is_contiguous() || g.impl().storage.use_count() > 1) return g.clone();
+// still see (optimisers and clipping update .grad in place): keep it only
+// when this is the last handle to its storage, else copy.
+Tensor owned(Tensor g) {
+  if (!g.is_contiguous() || g.impl_ptr().use_count() > 1 || g.impl().storage.use_count() > 1) return g.clone();
   return g;
 }
 }  // namespace
@@ -66,11 +67,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     int remaining = 0;
   };
   std::unordered_map<TensorImpl*, LeafState> leaves;
-  auto deliver_to_leaf = [&](LeafState& ls, const Tensor& g) {
-    ls.pending = ls.pending.defined() ? add(ls.pending, g) : g;
+  auto deliver_to_leaf = [&](LeafState& ls, Tensor g) {
+    ls.pending = ls.pending.defined() ? add(ls.pending, g) : std::move(g);
     if (--ls.remaining > 0) return;
     TensorImpl& impl = ls.tensor.impl();
-    Tensor total = impl.grad ? add(Tensor(impl.grad), ls.pending) : owned(ls.pending);
+    Tensor total = impl.grad ? add(Tensor(impl.grad), ls.pending) : owned(std::move(ls.pending));
     impl.grad = total.impl_ptr();
     for (auto& hook : impl.grad_ready_hooks) hook(ls.tensor);
   };
@@ -128,7 +129,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     for (size_t i = 0; i < grads.size(); ++i) {
       const Tensor& in = n->inputs[i];
       if (!input_wants_grad(in)) continue;
-      Tensor gi = grads[i];
+      Tensor gi = std::move(grads[i]);
       CMHA_CHECK(gi.defined(), std::string("backward of '") + n->name + "' gave no gradient for input " +
                                    std::to_string(i) + ", which requires one");
       CMHA_CHECK(gi.shape() == in.shape(), std::string("backward of '") + n->name + "' gave gradient " +
@@ -140,7 +141,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
         else it->second = add(it->second, gi);
         if (--dependencies[child] == 0) ready.push(child);
       } else {
-        deliver_to_leaf(leaves.at(in.impl_ptr().get()), gi);
+        deliver_to_leaf(leaves.at(in.impl_ptr().get()), std::move(gi));
       }
     }
     // Free the graph: saved tensors and edges go now, not when the outputs die.
