@@ -1,0 +1,91 @@
+#pragma once
+// The attention family behind one interface. A recipe picks the type with
+// one key (attention.type); checkpoints record it (Attention::type()).
+//   concat         Vaswani multi-head attention; key_dim free of d_model
+//   collaborative  shared W̃_Q, W̃_K of width D̃k mixed per head (Cordonnier et al. 2020)
+//   talking_heads  H×H mixing of logits and weights (Shazeer et al. 2020)
+//   grouped        kv_heads key/value heads shared by groups of query heads
+#include <memory>
+#include <string>
+
+#include "nn/layers.h"
+
+namespace cmha::nn {
+
+struct AttentionConfig {
+  std::string type = "concat";
+  int64_t heads = 8;
+  int64_t key_dim = 0;    // total query/key width D_k (D̃k for collaborative); 0 = d_model
+  int64_t value_dim = 0;  // total value width; 0 = d_model
+  bool bias = true;       // biases of the projections (collaborative: value and output only)
+  float dropout = 0.0f;   // on the attention weights
+  float scale = 0.0f;     // score scale; 0 = the type's default (see each type)
+  // collaborative: initialisation of the mixing matrix M [heads, D̃k]
+  std::string mixing_init = "concatenate";  // concatenate | normal | uniform
+  float mixing_std = 1.0f;                  // for normal; uniform draws from [0, 1)
+  // talking_heads: initialisation of the two H×H mixing matrices
+  std::string talking_init = "identity";  // identity | normal
+  float talking_std = 0.0f;               // 0 = 1/√heads for normal
+  // grouped: number of key/value heads (divides heads)
+  int64_t kv_heads = 1;
+};
+
+// What a query may not look at.
+struct AttentionMask {
+  Tensor key_padding;  // b8 [B, Tk], true at padding positions; may be undefined
+  bool causal = false; // query t sees keys 0 .. t + (keys already in the cache)
+};
+
+// Incremental decoding state of one attention layer. Self-attention appends
+// the new positions' keys and values each step; cross-attention computes
+// them once from the encoder output (static_kv). The layout belongs to the
+// attention type: collaborative keeps ONE key tensor [B, Tk, D̃k] shared by
+// all heads, plus its content bias.
+struct AttentionCache {
+  bool static_kv = false;
+  Tensor key, value, content_bias;
+  int64_t length = 0;  // number of cached key positions
+};
+
+class Attention : public Module {
+ public:
+  // query [B, Tq, D], source [B, Tk, D] -> [B, Tq, D]. For self-attention
+  // pass the same tensor twice. With a cache, source holds only the new positions
+  // (self-attention) or the encoder output (cross-attention).
+  virtual Tensor forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
+                         AttentionCache* cache = nullptr) = 0;
+  virtual const char* type() const = 0;
+  const AttentionConfig& config() const { return cfg_; }
+  int64_t model_dim() const { return d_model_; }
+  float scale() const { return scale_; }
+
+ protected:
+  Attention(const AttentionConfig& cfg, int64_t d_model);
+  // Shared tail: heads [B, H, Tq, dv] -> [B, Tq, H·dv] -> output projection.
+  Tensor merge_heads(const Tensor& heads) const;
+  AttentionConfig cfg_;
+  int64_t d_model_;
+  float scale_ = 1.0f;
+  std::shared_ptr<Dropout> attn_drop_;
+  std::shared_ptr<Linear> value_, out_;
+};
+
+// Builds the attention named by cfg.type; an unknown type or inconsistent
+// sizes are a cmha::Error naming the key.
+std::shared_ptr<Attention> make_attention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen);
+
+// Splits [B, T, H·d] into heads [B, H, T, d].
+Tensor split_heads(const Tensor& x, int64_t heads);
+
+// Attention weights from raw scores [B, H, Tq, Tk]: optional H×H mixing of
+// the logits (talking heads), key-padding and causal masking, softmax,
+// optional mixing of the weights, dropout. `key_offset` is the number of keys
+// before the queries' own positions (causal masking with a decoding cache).
+struct HeadMixing {
+  Tensor logits;   // [H, H] or undefined
+  Tensor weights;  // [H, H] or undefined
+};
+Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_offset, const Dropout& drop,
+                         const HeadMixing& mixing = {});
+
+}  // namespace cmha::nn

@@ -1,0 +1,59 @@
+#include "nn/attention/collaborative.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "nn/attention/concat.h"
+#include "nn/init.h"
+
+namespace cmha::nn {
+
+CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
+    : Attention(cfg, d_model) {
+  const int64_t H = cfg_.heads, Dk = cfg_.key_dim;
+  scale_ = cfg_.scale > 0 ? cfg_.scale : 1.0f / std::sqrt(static_cast<float>(d_model) / static_cast<float>(H));
+  query_proj = register_module("query", std::make_shared<Linear>(d_model, Dk, false, init_gen));
+  key_proj = register_module("key", std::make_shared<Linear>(d_model, Dk, false, init_gen));
+  mixing = register_parameter("mixing", Tensor::zeros({H, Dk}));
+  content_bias = register_module("content_bias", std::make_shared<Linear>(d_model, H, false, init_gen));
+  init::zeros_(content_bias->weight);  // as a zero query bias would be
+  value_ = register_module("value", std::make_shared<Linear>(d_model, cfg_.value_dim, cfg_.bias, init_gen));
+  out_ = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
+  if (cfg_.mixing_init == "concatenate") {
+    // Blocks of ones: head h uses dims [h·D̃k/H, (h+1)·D̃k/H) — exactly concat attention.
+    CMHA_CHECK(Dk % H == 0, "attention.mixing_init 'concatenate' needs key_dim (" + std::to_string(Dk) +
+                                ") divisible by heads (" + std::to_string(H) + "); use normal or uniform");
+    float* m = mixing.data<float>();
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = h * (Dk / H); j < (h + 1) * (Dk / H); ++j) m[h * Dk + j] = 1.0f;
+  } else if (cfg_.mixing_init == "normal") {
+    init::normal_(mixing, init_gen, 0.0f, cfg_.mixing_std);
+  } else if (cfg_.mixing_init == "uniform") {
+    init::uniform_(mixing, init_gen, 0.0f, 1.0f);
+  } else {
+    throw Error("attention.mixing_init '" + cfg_.mixing_init + "' is unknown; expected concatenate, normal or uniform");
+  }
+}
+
+Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
+                                       AttentionCache* cache) {
+  const int64_t H = cfg_.heads, Dk = cfg_.key_dim;
+  const int64_t B = query.size(0), Tq = query.size(1);
+  Tensor q = query_proj->forward(query);                                        // [B, Tq, D̃k]
+  Tensor m = mul_scalar(mixing, scale_).view({1, H, 1, Dk});                     // [1, H, 1, D̃k]
+  Tensor qh = mul(q.view({B, 1, Tq, Dk}), m);                                   // [B, H, Tq, D̃k]
+  Tensor keys, v;  // keys [B, Tk, D̃k + H]: shared keys then the per-head content bias
+  const int64_t offset = cached_keys_values(cache, keys, v, [&](Tensor& kk, Tensor& vv) {
+    // One GEMM for keys and content bias: [D̃k + H, D] stacked weights.
+    kk = linear(source, concat({key_proj->weight, content_bias->weight}, 0));
+    vv = split_heads(value_->forward(source), H);                               // [B, H, Tk, dv]
+  }, 1);
+  const int64_t Tk = keys.size(1);
+  Tensor k = keys.slice(2, 0, Dk).unsqueeze(1);                                  // [B, 1, Tk, D̃k]
+  Tensor bias = mul_scalar(keys.slice(2, Dk, Dk + H).transpose(1, 2), scale_);  // [B, H, Tk]
+  Tensor scores = add(matmul(qh, k.transpose(-1, -2)), bias.view({B, H, 1, Tk}));  // [B, H, Tq, Tk]
+  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_);
+  return merge_heads(matmul(probs, v));
+}
+
+}  // namespace cmha::nn

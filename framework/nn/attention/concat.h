@@ -1,0 +1,30 @@
+#pragma once
+#include <functional>
+
+#include "nn/attention/attention.h"
+
+namespace cmha::nn {
+
+// Vaswani multi-head attention with the query/key width free of d_model:
+// query/key [key_dim, D], value [value_dim, D], out [D, value_dim].
+// Score scale 1/√(key_dim/heads) unless set.
+class ConcatAttention : public Attention {
+ public:
+  ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen);
+  Tensor forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
+                 AttentionCache* cache = nullptr) override;
+  const char* type() const override { return "concat"; }
+  std::shared_ptr<Linear> query_proj, key_proj;
+
+ protected:
+  // Talking heads reuses everything but the mixing.
+  virtual HeadMixing head_mixing() const { return {}; }
+};
+
+// Keys and values of `source` for this call, through the cache when given
+// (appended for self-attention, computed once for cross-attention).
+// Returns the number of keys that precede this call's own positions.
+int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
+                           const std::function<void(Tensor&, Tensor&)>& project, int64_t time_dim);
+
+}  // namespace cmha::nn

@@ -1,0 +1,44 @@
+#include "nn/attention/grouped.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "nn/attention/concat.h"
+
+namespace cmha::nn {
+
+GroupedAttention::GroupedAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
+    : Attention(cfg, d_model) {
+  const int64_t H = cfg_.heads, G = cfg_.kv_heads;
+  CMHA_CHECK(G > 0 && H % G == 0, "attention.kv_heads (" + std::to_string(G) + ") must divide attention.heads (" +
+                                      std::to_string(H) + ")");
+  CMHA_CHECK(cfg_.key_dim % H == 0, "attention.key_dim (" + std::to_string(cfg_.key_dim) +
+                                        ") must be divisible by attention.heads (" + std::to_string(H) + ")");
+  const int64_t dk = cfg_.key_dim / H, dv = cfg_.value_dim / H;
+  scale_ = cfg_.scale > 0 ? cfg_.scale : 1.0f / std::sqrt(static_cast<float>(dk));
+  query_proj = register_module("query", std::make_shared<Linear>(d_model, cfg_.key_dim, cfg_.bias, init_gen));
+  key_proj = register_module("key", std::make_shared<Linear>(d_model, G * dk, cfg_.bias, init_gen));
+  value_ = register_module("value", std::make_shared<Linear>(d_model, G * dv, cfg_.bias, init_gen));
+  out_ = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
+}
+
+Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
+                                 AttentionCache* cache) {
+  const int64_t H = cfg_.heads, G = cfg_.kv_heads, R = H / G;
+  const int64_t B = query.size(0), Tq = query.size(1);
+  Tensor q = mul_scalar(split_heads(query_proj->forward(query), H), scale_);  // [B, H, Tq, dk]
+  q = q.reshape({B, G, R, Tq, q.size(3)});                                     // [B, G, R, Tq, dk]
+  Tensor k, v;                                                                 // [B, G, Tk, dk|dv]
+  const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
+    kk = split_heads(key_proj->forward(source), G);
+    vv = split_heads(value_->forward(source), G);
+  }, 2);
+  const int64_t Tk = k.size(2);
+  // Each key head serves R query heads: broadcast over the R dim, no copies.
+  Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2));               // [B, G, R, Tq, Tk]
+  Tensor probs = attention_weights(scores.view({B, H, Tq, Tk}), mask, offset, *attn_drop_);
+  Tensor heads = matmul(probs.view({B, G, R, Tq, Tk}), v.unsqueeze(2));        // [B, G, R, Tq, dv]
+  return merge_heads(heads.view({B, H, Tq, heads.size(4)}));
+}
+
+}  // namespace cmha::nn
