@@ -27,7 +27,7 @@ Tensor Attention::merge_heads(const Tensor& heads) const {
   // [B, H, Tq, dv] -> [B, Tq, H, dv] -> [B, Tq, H·dv] -> [B, Tq, D]
   Tensor x = heads.permute({0, 2, 1, 3});
   x = x.reshape({x.size(0), x.size(1), cfg_.value_dim});
-  return out_->forward(x);
+  return out_proj->forward(x);
 }
 
 Tensor split_heads(const Tensor& x, int64_t heads) {

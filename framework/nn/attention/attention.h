@@ -58,6 +58,7 @@ class Attention : public Module {
   const AttentionConfig& config() const { return cfg_; }
   int64_t model_dim() const { return d_model_; }
   float scale() const { return scale_; }
+  std::shared_ptr<Linear> value_proj, out_proj;  // shared by every type
 
  protected:
   Attention(const AttentionConfig& cfg, int64_t d_model);
@@ -67,7 +68,6 @@ class Attention : public Module {
   int64_t d_model_;
   float scale_ = 1.0f;
   std::shared_ptr<Dropout> attn_drop_;
-  std::shared_ptr<Linear> value_, out_;
 };
 
 // Builds the attention named by cfg.type; an unknown type or inconsistent

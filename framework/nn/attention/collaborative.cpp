@@ -17,8 +17,8 @@ CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64
   mixing = register_parameter("mixing", Tensor::zeros({H, Dk}));
   content_bias = register_module("content_bias", std::make_shared<Linear>(d_model, H, false, init_gen));
   init::zeros_(content_bias->weight);  // as a zero query bias would be
-  value_ = register_module("value", std::make_shared<Linear>(d_model, cfg_.value_dim, cfg_.bias, init_gen));
-  out_ = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
+  value_proj = register_module("value", std::make_shared<Linear>(d_model, cfg_.value_dim, cfg_.bias, init_gen));
+  out_proj = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
   if (cfg_.mixing_init == "concatenate") {
     // Blocks of ones: head h uses dims [h·D̃k/H, (h+1)·D̃k/H) — exactly concat attention.
     CMHA_CHECK(Dk % H == 0, "attention.mixing_init 'concatenate' needs key_dim (" + std::to_string(Dk) +
@@ -46,7 +46,7 @@ Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source
   const int64_t offset = cached_keys_values(cache, keys, v, [&](Tensor& kk, Tensor& vv) {
     // One GEMM for keys and content bias: [D̃k + H, D] stacked weights.
     kk = linear(source, concat({key_proj->weight, content_bias->weight}, 0));
-    vv = split_heads(value_->forward(source), H);                               // [B, H, Tk, dv]
+    vv = split_heads(value_proj->forward(source), H);                               // [B, H, Tk, dv]
   }, 1);
   const int64_t Tk = keys.size(1);
   Tensor k = keys.slice(2, 0, Dk).unsqueeze(1);                                  // [B, 1, Tk, D̃k]

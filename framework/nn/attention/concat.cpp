@@ -14,8 +14,8 @@ ConcatAttention::ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Ge
   scale_ = cfg_.scale > 0 ? cfg_.scale : 1.0f / std::sqrt(static_cast<float>(cfg_.key_dim / cfg_.heads));
   query_proj = register_module("query", std::make_shared<Linear>(d_model, cfg_.key_dim, cfg_.bias, init_gen));
   key_proj = register_module("key", std::make_shared<Linear>(d_model, cfg_.key_dim, cfg_.bias, init_gen));
-  value_ = register_module("value", std::make_shared<Linear>(d_model, cfg_.value_dim, cfg_.bias, init_gen));
-  out_ = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
+  value_proj = register_module("value", std::make_shared<Linear>(d_model, cfg_.value_dim, cfg_.bias, init_gen));
+  out_proj = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
 }
 
 int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
@@ -52,7 +52,7 @@ Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const
   Tensor k, v;                                                              // [B, H, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), H);
-    vv = split_heads(value_->forward(source), H);
+    vv = split_heads(value_proj->forward(source), H);
   }, 2);
   Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
   Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, head_mixing());

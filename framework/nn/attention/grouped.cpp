@@ -18,8 +18,8 @@ GroupedAttention::GroupedAttention(const AttentionConfig& cfg, int64_t d_model, 
   scale_ = cfg_.scale > 0 ? cfg_.scale : 1.0f / std::sqrt(static_cast<float>(dk));
   query_proj = register_module("query", std::make_shared<Linear>(d_model, cfg_.key_dim, cfg_.bias, init_gen));
   key_proj = register_module("key", std::make_shared<Linear>(d_model, G * dk, cfg_.bias, init_gen));
-  value_ = register_module("value", std::make_shared<Linear>(d_model, G * dv, cfg_.bias, init_gen));
-  out_ = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
+  value_proj = register_module("value", std::make_shared<Linear>(d_model, G * dv, cfg_.bias, init_gen));
+  out_proj = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
 }
 
 Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
@@ -31,7 +31,7 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
   Tensor k, v;                                                                 // [B, G, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), G);
-    vv = split_heads(value_->forward(source), G);
+    vv = split_heads(value_proj->forward(source), G);
   }, 2);
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
