@@ -25,6 +25,7 @@ def randomise(module, seed):
 
 def save(name, module, inputs, run, seed):
     module.eval()
+    module.zero_grad(set_to_none=True)
     leaves = {k: (v.clone().requires_grad_(True) if v.is_floating_point() else v) for k, v in inputs.items()}
     out = run(module, **leaves)
     grad_out = torch.rand(out.shape, generator=torch.Generator().manual_seed(seed + 7)) * 2 - 1

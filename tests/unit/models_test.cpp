@@ -3,6 +3,7 @@
 // outputs and the gradient of every parameter and input.
 #include <gtest/gtest.h>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/attention/collaborative.h"
 #include "nn/attention/concat.h"

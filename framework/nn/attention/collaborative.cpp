@@ -47,7 +47,7 @@ Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source
     // One GEMM for keys and content bias: [D̃k + H, D] stacked weights.
     kk = linear(source, concat({key_proj->weight, content_bias->weight}, 0));
     vv = split_heads(value_proj->forward(source), H);                               // [B, H, Tk, dv]
-  }, 1);
+  }, 1, 2);
   const int64_t Tk = keys.size(1);
   Tensor k = keys.slice(2, 0, Dk).unsqueeze(1);                                  // [B, 1, Tk, D̃k]
   Tensor bias = mul_scalar(keys.slice(2, Dk, Dk + H).transpose(1, 2), scale_);  // [B, H, Tk]

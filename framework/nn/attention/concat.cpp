@@ -19,7 +19,8 @@ ConcatAttention::ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Ge
 }
 
 int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
-                           const std::function<void(Tensor&, Tensor&)>& project, int64_t time_dim) {
+                           const std::function<void(Tensor&, Tensor&)>& project, int64_t key_time_dim,
+                           int64_t value_time_dim) {
   if (!cache) {
     project(key, value);
     return 0;
@@ -27,7 +28,7 @@ int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
   if (cache->static_kv) {
     if (!cache->key.defined()) {
       project(cache->key, cache->value);
-      cache->length = cache->key.size(time_dim);
+      cache->length = cache->key.size(key_time_dim);
     }
     key = cache->key;
     value = cache->value;
@@ -36,12 +37,12 @@ int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
   const int64_t before = cache->length;
   project(key, value);
   if (cache->key.defined()) {
-    key = concat({cache->key, key}, time_dim);
-    value = concat({cache->value, value}, time_dim);
+    key = concat({cache->key, key}, key_time_dim);
+    value = concat({cache->value, value}, value_time_dim);
   }
   cache->key = key;
   cache->value = value;
-  cache->length = key.size(time_dim);
+  cache->length = key.size(key_time_dim);
   return before;
 }
 
@@ -53,7 +54,7 @@ Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), H);
     vv = split_heads(value_proj->forward(source), H);
-  }, 2);
+  }, 2, 2);
   Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
   Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, head_mixing());
   return merge_heads(matmul(probs, v));                                        // [B, Tq, D]

@@ -32,7 +32,7 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), G);
     vv = split_heads(value_proj->forward(source), G);
-  }, 2);
+  }, 2, 2);
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
   Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2));               // [B, G, R, Tq, Tk]

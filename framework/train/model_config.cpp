@@ -1,0 +1,64 @@
+#include "train/model_config.h"
+
+namespace cmha::train {
+
+nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix) {
+  nn::AttentionConfig c;
+  c.type = r.string(prefix + ".type");
+  c.heads = r.integer(prefix + ".heads");
+  c.key_dim = r.integer(prefix + ".key_dim");
+  c.value_dim = r.integer(prefix + ".value_dim");
+  c.bias = r.boolean(prefix + ".bias");
+  c.dropout = static_cast<float>(r.real(prefix + ".dropout"));
+  c.scale = static_cast<float>(r.real(prefix + ".scale"));
+  c.mixing_init = r.string(prefix + ".mixing_init");
+  c.mixing_std = static_cast<float>(r.real(prefix + ".mixing_std"));
+  c.talking_init = r.string(prefix + ".talking_init");
+  c.talking_std = static_cast<float>(r.real(prefix + ".talking_std"));
+  c.kv_heads = r.integer(prefix + ".kv_heads");
+  return c;
+}
+
+nn::TransformerConfig transformer_config(const Recipe& r) {
+  nn::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = r.integer("model.vocab_size");
+  c.d_model = r.integer("model.d_model");
+  c.ffn_dim = r.integer("model.ffn_dim");
+  c.encoder_layers = r.integer("model.encoder_layers");
+  c.decoder_layers = r.integer("model.decoder_layers");
+  c.encoder_attention = attention_config(r, "model.encoder_attention");
+  c.decoder_attention = attention_config(r, "model.decoder_attention");
+  c.cross_attention = attention_config(r, "model.cross_attention");
+  c.pre_norm = r.boolean("model.pre_norm");
+  c.encoder_final_norm = r.boolean("model.encoder_final_norm");
+  c.decoder_final_norm = r.boolean("model.decoder_final_norm");
+  c.dropout = static_cast<float>(r.real("model.dropout"));
+  c.activation_dropout = static_cast<float>(r.real("model.activation_dropout"));
+  c.activation = r.string("model.activation");
+  c.share_all_embeddings = r.boolean("model.share_all_embeddings");
+  c.share_decoder_output = c.share_all_embeddings;
+  c.scale_embedding = r.boolean("model.scale_embedding");
+  c.positions = r.string("model.positions");
+  c.max_positions = r.integer("model.max_positions");
+  c.layer_norm_eps = static_cast<float>(r.real("model.layer_norm_eps"));
+  return c;
+}
+
+nn::VitConfig vit_config(const Recipe& r) {
+  nn::VitConfig c;
+  c.image_size = r.integer("model.image_size");
+  c.patch_size = r.integer("model.patch_size");
+  c.channels = r.integer("model.channels");
+  c.num_classes = r.integer("model.num_classes");
+  c.d_model = r.integer("model.d_model");
+  c.depth = r.integer("model.depth");
+  c.ffn_dim = r.integer("model.ffn_dim");
+  c.attention = attention_config(r, "model.attention");
+  c.dropout = static_cast<float>(r.real("model.dropout"));
+  c.drop_path = static_cast<float>(r.real("model.drop_path"));
+  c.distillation_token = r.boolean("model.distillation_token");
+  c.layer_norm_eps = static_cast<float>(r.real("model.layer_norm_eps"));
+  return c;
+}
+
+}  // namespace cmha::train

@@ -1,0 +1,137 @@
+#include "train/options.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace cmha::train {
+
+namespace {
+
+using T = OptionType;
+
+// The attention keys, once for the shared defaults (model.attention) and once
+// for each place an attention sits; the per-place keys inherit when unset.
+void add_attention_group(std::vector<OptionSpec>& r, const std::string& prefix, const std::string& where) {
+  const bool shared = prefix == "model.attention";
+  auto add = [&](const std::string& key, T type, const std::string& def, const std::string& help, double lo = -1e300,
+                 double hi = 1e300, std::vector<std::string> choices = {}) {
+    OptionSpec s{prefix + "." + key, type, shared ? def : "", help + where, lo, hi, std::move(choices), ""};
+    if (!shared) s.inherit_from = "model.attention." + key;
+    r.push_back(std::move(s));
+  };
+  add("type", T::string, "concat", "Attention type", -1e300, 1e300,
+      {"concat", "collaborative", "talking_heads", "grouped"});
+  add("heads", T::integer, "8", "Number of attention heads", 1, 4096);
+  add("key_dim", T::integer, "0", "Total query/key width D_k (D̃k for collaborative); 0 = d_model", 0, 1 << 20);
+  add("value_dim", T::integer, "0", "Total value width; 0 = d_model", 0, 1 << 20);
+  add("bias", T::boolean, "true", "Biases in the projections (collaborative: value and output only)");
+  add("dropout", T::real, "0.0", "Dropout on the attention weights", 0, 0.999);
+  add("scale", T::real, "0.0", "Score scale; 0 = the type's default", 0);
+  add("mixing_init", T::string, "concatenate", "Collaborative mixing-matrix initialisation", -1e300, 1e300,
+      {"concatenate", "normal", "uniform"});
+  add("mixing_std", T::real, "1.0", "Std of the normal mixing initialisation", 0);
+  add("talking_init", T::string, "identity", "Talking-heads mixing initialisation", -1e300, 1e300,
+      {"identity", "normal"});
+  add("talking_std", T::real, "0.0", "Std of the normal talking-heads initialisation; 0 = 1/sqrt(heads)", 0);
+  add("kv_heads", T::integer, "1", "Key/value heads of grouped attention (divides heads)", 1, 4096);
+}
+
+std::vector<OptionSpec> build() {
+  std::vector<OptionSpec> r;
+  auto add = [&](const std::string& path, T type, const std::string& def, const std::string& help,
+                 double lo = -1e300, double hi = 1e300, std::vector<std::string> choices = {}) {
+    r.push_back(OptionSpec{path, type, def, help, lo, hi, std::move(choices), ""});
+  };
+  add("model.kind", T::string, "transformer", "Model family", -1e300, 1e300, {"transformer", "vit"});
+  add("model.d_model", T::integer, "512", "Model width", 1, 1 << 20);
+  add("model.ffn_dim", T::integer, "2048", "Hidden width of the feed-forward blocks", 1, 1 << 22);
+  add("model.activation", T::string, "relu", "Feed-forward activation", -1e300, 1e300, {"relu", "gelu"});
+  add("model.dropout", T::real, "0.1", "Dropout on embeddings and residual branches", 0, 0.999);
+  add("model.activation_dropout", T::real, "0.0", "Dropout after the feed-forward activation", 0, 0.999);
+  add("model.layer_norm_eps", T::real, "1e-5", "Epsilon of every LayerNorm", 0);
+  // Transformer
+  add("model.vocab_size", T::integer, "8000", "Shared vocabulary size (source, target and output)", 1, 1 << 24);
+  add("model.encoder_layers", T::integer, "6", "Encoder layers", 0, 1024);
+  add("model.decoder_layers", T::integer, "6", "Decoder layers", 0, 1024);
+  add("model.pre_norm", T::boolean, "false", "Pre-norm residual blocks instead of Vaswani's post-norm");
+  add("model.encoder_final_norm", T::boolean, "false", "LayerNorm after the last encoder layer");
+  add("model.decoder_final_norm", T::boolean, "false", "LayerNorm after the last decoder layer");
+  add("model.share_all_embeddings", T::boolean, "true", "One embedding matrix for source, target and output");
+  add("model.scale_embedding", T::boolean, "true", "Multiply embeddings by sqrt(d_model)");
+  add("model.positions", T::string, "sinusoidal", "Position embeddings", -1e300, 1e300, {"sinusoidal", "learned"});
+  add("model.max_positions", T::integer, "1024", "Longest sequence for learned positions", 1, 1 << 20);
+  // Vision transformer
+  add("model.image_size", T::integer, "224", "Input image side in pixels", 1, 1 << 16);
+  add("model.patch_size", T::integer, "16", "Patch side in pixels", 1, 1 << 16);
+  add("model.channels", T::integer, "3", "Image channels", 1, 64);
+  add("model.num_classes", T::integer, "1000", "Classes of the classification head", 1, 1 << 24);
+  add("model.depth", T::integer, "12", "Vision transformer blocks", 1, 1024);
+  add("model.drop_path", T::real, "0.1", "Stochastic depth rate at the last block", 0, 0.999);
+  add("model.distillation_token", T::boolean, "false", "DeiT distillation token and head");
+  add_attention_group(r, "model.attention", "");
+  add_attention_group(r, "model.encoder_attention", " (encoder self-attention; inherits model.attention)");
+  add_attention_group(r, "model.decoder_attention", " (decoder self-attention; inherits model.attention)");
+  add_attention_group(r, "model.cross_attention", " (decoder cross-attention; inherits model.attention)");
+  // Optimiser and loss
+  add("optim.name", T::string, "adam", "Optimiser", -1e300, 1e300, {"adam", "adamw"});
+  add("optim.lr", T::real, "5e-4", "Peak learning rate", 0);
+  add("optim.betas", T::real_list, "[0.9, 0.98]", "Adam betas");
+  add("optim.eps", T::real, "1e-9", "Adam epsilon", 0);
+  add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
+  add("train.label_smoothing", T::real, "0.1", "Label smoothing of the cross-entropy", 0, 0.999);
+  add("train.seed", T::integer, "1", "Seed of every random draw (initialisation, dropout, data order)", 0);
+  add("train.threads", T::integer, "0", "CPU threads; 0 = all cores", 0, 4096);
+  // Benchmark geometry (cmha bench)
+  add("bench.batch_size", T::integer, "128", "Sentences per benchmark step", 1, 1 << 20);
+  add("bench.src_len", T::integer, "32", "Source tokens per sentence in the benchmark", 1, 1 << 20);
+  add("bench.tgt_len", T::integer, "33", "Target tokens per sentence in the benchmark", 1, 1 << 20);
+  return r;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_registry() {
+  static const std::vector<OptionSpec> registry = build();
+  return registry;
+}
+
+const OptionSpec* find_option(const std::string& path) {
+  for (const auto& s : option_registry())
+    if (s.path == path) return &s;
+  return nullptr;
+}
+
+std::string nearest_option(const std::string& path) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const auto& s : option_registry()) {
+    const size_t d = edit_distance(path, s.path);
+    if (d < best_d) best_d = d, best = s.path;
+  }
+  return best;
+}
+
+const char* option_type_name(OptionType t) {
+  switch (t) {
+    case OptionType::integer: return "an integer";
+    case OptionType::real: return "a number";
+    case OptionType::boolean: return "true or false";
+    case OptionType::string: return "a string";
+    case OptionType::real_list: return "a list of numbers";
+  }
+  return "?";
+}
+
+}  // namespace cmha::train

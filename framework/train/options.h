@@ -1,0 +1,28 @@
+#pragma once
+// The one registry of recipe keys: every key has a type, a default and a
+// one-sentence help text. `cmha train --help` lists them, validation checks
+// recipes against them, and --dump-config prints them resolved.
+#include <string>
+#include <vector>
+
+namespace cmha::train {
+
+enum class OptionType { integer, real, boolean, string, real_list };
+
+struct OptionSpec {
+  std::string path;           // "model.d_model"
+  OptionType type;
+  std::string default_value;  // as YAML text; "" with inherit_from set means "inherit"
+  std::string help;
+  double min = -1e300, max = 1e300;  // for numbers
+  std::vector<std::string> choices;  // for strings; empty = any
+  std::string inherit_from;          // unset keys take this key's value
+};
+
+const std::vector<OptionSpec>& option_registry();
+const OptionSpec* find_option(const std::string& path);
+// The registered key closest to `path` (edit distance), for "did you mean".
+std::string nearest_option(const std::string& path);
+const char* option_type_name(OptionType t);
+
+}  // namespace cmha::train

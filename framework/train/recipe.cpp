@@ -1,0 +1,216 @@
+#include "train/recipe.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "tensor/error.h"
+#include "train/options.h"
+
+namespace cmha::train {
+
+namespace {
+
+std::string where_of(const std::string& file, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  return m.line >= 0 ? file + ":" + std::to_string(m.line + 1) : file;
+}
+
+// Checks that `node` holds a value of the spec's type and range; returns an
+// error sentence or "".
+std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
+  const std::string expect = spec.path + " expects " + option_type_name(spec.type);
+  try {
+    switch (spec.type) {
+      case OptionType::integer: {
+        if (!node.IsScalar()) return expect;
+        const auto v = node.as<int64_t>();
+        if (v < spec.min || v > spec.max)
+          return spec.path + " = " + std::to_string(v) + " is out of range [" + std::to_string(int64_t(spec.min)) +
+                 ", " + std::to_string(int64_t(spec.max)) + "]";
+        return "";
+      }
+      case OptionType::real: {
+        if (!node.IsScalar()) return expect;
+        const auto v = node.as<double>();
+        if (v < spec.min || v > spec.max) {
+          std::ostringstream os;
+          os << spec.path << " = " << v << " is out of range [" << spec.min << ", " << spec.max << "]";
+          return os.str();
+        }
+        return "";
+      }
+      case OptionType::boolean:
+        if (!node.IsScalar()) return expect;
+        node.as<bool>();
+        return "";
+      case OptionType::string: {
+        if (!node.IsScalar()) return expect;
+        const auto v = node.as<std::string>();
+        if (spec.choices.empty()) return "";
+        std::string list;
+        for (const auto& c : spec.choices) {
+          if (c == v) return "";
+          list += (list.empty() ? "" : ", ") + c;
+        }
+        return spec.path + " = '" + v + "' is not one of: " + list;
+      }
+      case OptionType::real_list:
+        if (!node.IsSequence()) return expect;
+        for (const auto& e : node) e.as<double>();
+        return "";
+    }
+  } catch (const YAML::Exception&) {
+    return expect + ", got '" + YAML::Dump(node) + "'";
+  }
+  return "";
+}
+
+}  // namespace
+
+Recipe Recipe::load(const std::string& path, const std::vector<std::string>& overrides) {
+  Recipe r;
+  r.load_file(path, 0);
+  for (const auto& o : overrides) r.apply_override(o);
+  return r;
+}
+
+Recipe Recipe::parse(const std::string& yaml_text, const std::string& name, const std::vector<std::string>& overrides) {
+  Recipe r;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  }
+  CMHA_CHECK(!root.IsDefined() || root.IsNull() || root.IsMap(), name + ": a recipe must be a YAML mapping of keys");
+  CMHA_CHECK(!root["include"], name + ": include: needs a recipe file (its paths are relative to the file)");
+  if (root.IsMap()) r.absorb(root, "", name);
+  for (const auto& o : overrides) r.apply_override(o);
+  return r;
+}
+
+void Recipe::load_file(const std::string& path, int depth) {
+  CMHA_CHECK(depth < 16, path + ": includes nested more than 16 deep (an include cycle?)");
+  CMHA_CHECK(std::filesystem::is_regular_file(path), "recipe file '" + path + "' does not exist");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::ParserException& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  } catch (const YAML::BadFile&) {
+    throw Error("cannot read recipe file '" + path + "'");
+  }
+  if (!root.IsDefined() || root.IsNull()) return;
+  CMHA_CHECK(root.IsMap(), path + ": a recipe must be a YAML mapping of keys");
+  if (const YAML::Node inc = root["include"]) {
+    const auto dir = std::filesystem::path(path).parent_path();
+    std::vector<YAML::Node> items;
+    if (inc.IsSequence())
+      for (const auto& i : inc) items.push_back(i);
+    else
+      items.push_back(inc);
+    for (const auto& i : items) {
+      CMHA_CHECK(i.IsScalar(), where_of(path, i) + ": include: expects a file name or a list of them");
+      load_file((dir / i.as<std::string>()).lexically_normal().string(), depth + 1);
+    }
+  }
+  absorb(root, "", path);
+}
+
+void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std::string& file) {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (prefix.empty() && key == "include") continue;
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node& value = kv.second;
+    if (value.IsMap() && !find_option(path)) {
+      absorb(value, path, file);
+      continue;
+    }
+    set(path, value, where_of(file, kv.first));
+  }
+}
+
+void Recipe::set(const std::string& path, const YAML::Node& node, const std::string& origin) {
+  const OptionSpec* spec = find_option(path);
+  CMHA_CHECK(spec, origin + ": unknown key '" + path + "'; did you mean '" + nearest_option(path) + "'?");
+  const std::string problem = check_value(*spec, node);
+  CMHA_CHECK(problem.empty(), origin + ": " + problem);
+  values_[path] = Value{YAML::Clone(node), origin};
+}
+
+void Recipe::apply_override(const std::string& text) {
+  const auto eq = text.find('=');
+  CMHA_CHECK(eq != std::string::npos && eq > 0,
+             "command-line override '" + text + "' must look like key.path=value");
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    throw Error("command-line override '" + text + "': cannot parse the value: " + e.msg);
+  }
+  set(text.substr(0, eq), value, "command line (" + text + ")");
+}
+
+YAML::Node Recipe::resolve(const std::string& path, std::string* where) const {
+  const OptionSpec* spec = find_option(path);
+  CMHA_CHECK(spec, "internal: the recipe key '" + path + "' is not registered");
+  auto it = values_.find(path);
+  if (it != values_.end()) {
+    if (where) *where = it->second.origin;
+    return it->second.node;
+  }
+  if (!spec->inherit_from.empty()) return resolve(spec->inherit_from, where);
+  if (where) *where = "default";
+  return YAML::Load(spec->default_value);
+}
+
+int64_t Recipe::integer(const std::string& path) const { return resolve(path).as<int64_t>(); }
+double Recipe::real(const std::string& path) const { return resolve(path).as<double>(); }
+bool Recipe::boolean(const std::string& path) const { return resolve(path).as<bool>(); }
+std::string Recipe::string(const std::string& path) const { return resolve(path).as<std::string>(); }
+std::vector<double> Recipe::reals(const std::string& path) const { return resolve(path).as<std::vector<double>>(); }
+
+std::string Recipe::origin(const std::string& path) const {
+  std::string w;
+  resolve(path, &w);
+  return w;
+}
+
+namespace {
+// Keys in registry order, nested by their dotted parts.
+struct DumpTree {
+  std::vector<std::pair<std::string, DumpTree>> children;
+  YAML::Node leaf;
+  DumpTree& child(const std::string& name) {
+    for (auto& [n, t] : children)
+      if (n == name) return t;
+    children.emplace_back(name, DumpTree{});
+    return children.back().second;
+  }
+  void emit(YAML::Emitter& out) const {
+    out << YAML::BeginMap;
+    for (const auto& [name, t] : children) {
+      out << YAML::Key << name << YAML::Value;
+      if (t.children.empty()) out << t.leaf;
+      else t.emit(out);
+    }
+    out << YAML::EndMap;
+  }
+};
+}  // namespace
+
+std::string Recipe::dump() const {
+  DumpTree root;
+  for (const auto& spec : option_registry()) {
+    DumpTree* node = &root;
+    std::stringstream ss(spec.path);
+    for (std::string part; std::getline(ss, part, '.');) node = &node->child(part);
+    node->leaf = resolve(spec.path);
+  }
+  YAML::Emitter out;
+  root.emit(out);
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace cmha::train

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/check.h"
+#include "tensor/error.h"
+#include "train/model_config.h"
+#include "train/options.h"
+#include "train/recipe.h"
+
+using namespace cmha;
+using namespace cmha::train;
+
+namespace {
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(dir + "/" + name).parent_path());
+  std::ofstream(dir + "/" + name) << text;
+  return dir + "/" + name;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(Recipe, IncludesThenOwnKeysThenOverrides) {
+  const std::string dir = cmha::test::temp_dir("recipe_inc");
+  write(dir, "configs/base.yaml", "model:\n  d_model: 256\n  ffn_dim: 1024\n  attention: {heads: 4}\n");
+  const std::string r = write(dir, "recipes/run.yaml",
+                              "include: ../configs/base.yaml\nmodel:\n  ffn_dim: 512\n"
+                              "  encoder_attention: {type: collaborative, key_dim: 64}\n");
+  Recipe rec = Recipe::load(r, {"model.d_model=128"});
+  EXPECT_EQ(rec.integer("model.d_model"), 128);
+  EXPECT_EQ(rec.integer("model.ffn_dim"), 512);
+  EXPECT_EQ(rec.origin("model.ffn_dim"), r + ":3");
+  EXPECT_EQ(rec.origin("model.d_model"), "command line (model.d_model=128)");
+  EXPECT_EQ(rec.origin("model.encoder_layers"), "default");
+  // Per-place attention keys inherit model.attention unless set.
+  auto enc = attention_config(rec, "model.encoder_attention");
+  auto dec = attention_config(rec, "model.decoder_attention");
+  EXPECT_EQ(enc.type, "collaborative");
+  EXPECT_EQ(enc.key_dim, 64);
+  EXPECT_EQ(enc.heads, 4);
+  EXPECT_EQ(dec.type, "concat");
+  EXPECT_EQ(dec.heads, 4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Recipe, UnknownKeyNamesFileLineAndNearestKey) {
+  const std::string msg = error_of([] { Recipe::parse("model:\n  d_modle: 3\n", "r.yaml"); });
+  EXPECT_EQ(msg, "r.yaml:2: unknown key 'model.d_modle'; did you mean 'model.d_model'?");
+  EXPECT_NE(error_of([] { Recipe::parse("", "r.yaml", {"optim.lrr=3"}); }).find("did you mean 'optim.lr'"),
+            std::string::npos);
+}
+
+TEST(Recipe, TypeRangeAndChoiceErrors) {
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {d_model: wide}", "r.yaml"); }),
+            "r.yaml:1: model.d_model expects an integer, got 'wide'");
+  EXPECT_NE(error_of([] { Recipe::parse("model:\n  dropout: 1.5\n", "r.yaml"); }).find("r.yaml:2: model.dropout = 1.5 is out of range"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {attention: {type: linear}}", "r.yaml"); }),
+            "r.yaml:1: model.attention.type = 'linear' is not one of: concat, collaborative, talking_heads, grouped");
+  EXPECT_NE(error_of([] { Recipe::parse("optim: {betas: 0.9}", "r.yaml"); }).find("expects a list of numbers"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Recipe::parse("model: [1, 2", "r.yaml"); }).find("YAML syntax error"), std::string::npos);
+  EXPECT_NE(error_of([] { Recipe::parse("", "r.yaml", {"model.d_model"}); }).find("key.path=value"), std::string::npos);
+  EXPECT_EQ(error_of([] { Recipe::load("/nonexistent/recipe.yaml"); }), "recipe file '/nonexistent/recipe.yaml' does not exist");
+}
+
+TEST(Recipe, IncludeCyclesAreReported) {
+  const std::string dir = cmha::test::temp_dir("recipe_cycle");
+  write(dir, "a.yaml", "include: b.yaml\n");
+  write(dir, "b.yaml", "include: a.yaml\n");
+  EXPECT_NE(error_of([&] { Recipe::load(dir + "/a.yaml"); }).find("include cycle"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Recipe, DumpHoldsEveryKeyAndReloadsToTheSameValues) {
+  Recipe r = Recipe::parse("model: {d_model: 96, attention: {type: collaborative}}\noptim: {betas: [0.8, 0.9]}\n");
+  const std::string text = r.dump();
+  Recipe again = Recipe::parse(text, "dump");
+  EXPECT_EQ(again.dump(), text);
+  EXPECT_EQ(again.integer("model.d_model"), 96);
+  EXPECT_EQ(again.string("model.cross_attention.type"), "collaborative");
+  EXPECT_EQ(again.reals("optim.betas"), (std::vector<double>{0.8, 0.9}));
+  for (const auto& spec : option_registry()) EXPECT_TRUE(again.has(spec.path)) << spec.path;
+}
+
+TEST(Recipe, EveryRegisteredDefaultIsValidAndHelped) {
+  for (const auto& spec : option_registry()) {
+    SCOPED_TRACE(spec.path);
+    EXPECT_FALSE(spec.help.empty());
+    EXPECT_EQ(spec.default_value.empty(), !spec.inherit_from.empty());
+    if (!spec.default_value.empty()) EXPECT_NO_THROW(Recipe::parse("", "r", {spec.path + "=" + spec.default_value}));
+  }
+  Recipe r = Recipe::parse("");
+  EXPECT_EQ(transformer_config(r).d_model, 512);
+  EXPECT_EQ(vit_config(r).patch_size, 16);
+}
