@@ -103,3 +103,37 @@ TEST(Recipe, EveryRegisteredDefaultIsValidAndHelped) {
   EXPECT_EQ(transformer_config(r).d_model, 512);
   EXPECT_EQ(vit_config(r).patch_size, 16);
 }
+
+TEST(Recipe, EveryShippedConfigAndRecipeLoadsAndBuildsItsModelConfig) {
+  int count = 0;
+  for (const char* folder : {"configs", "recipes"}) {
+    for (auto& entry : std::filesystem::recursive_directory_iterator(std::string(CMHA_SOURCE_DIR) + "/" + folder)) {
+      if (entry.path().extension() != ".yaml") continue;
+      SCOPED_TRACE(entry.path().string());
+      Recipe r = Recipe::load(entry.path().string());
+      if (r.string("model.kind") == "vit") EXPECT_GT(vit_config(r).depth, 0);
+      else EXPECT_GT(transformer_config(r).d_model, 0);
+      ++count;
+    }
+  }
+  EXPECT_GE(count, 10);
+}
+
+TEST(Recipe, BenchRecipesSayWhatTheIssueAsks) {
+  Recipe c = Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/bench/transformer_small_concat_dk256.yaml");
+  Recipe k = Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/bench/transformer_small_collab_dk64.yaml");
+  for (Recipe* r : {&c, &k}) {
+    auto m = transformer_config(*r);
+    EXPECT_EQ(m.d_model, 256);
+    EXPECT_EQ(m.ffn_dim, 1024);
+    EXPECT_EQ(m.encoder_layers, 3);
+    EXPECT_EQ(m.decoder_layers, 3);
+    EXPECT_TRUE(m.encoder_final_norm && m.decoder_final_norm && !m.pre_norm);
+    EXPECT_EQ(m.src_vocab, 8000);
+    EXPECT_FLOAT_EQ(m.dropout, 0.1f);
+    EXPECT_EQ(m.cross_attention.heads, 4);
+  }
+  EXPECT_EQ(transformer_config(c).decoder_attention.key_dim, 256);
+  EXPECT_EQ(transformer_config(k).cross_attention.type, "collaborative");
+  EXPECT_EQ(transformer_config(k).encoder_attention.key_dim, 64);
+}
