@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 side of the training-step benchmark: the same model, batch and
+optimiser as `cmha bench RECIPE` (tests/reference/reference_models.py mirrors
+cmha's modules name for name), printing one JSON line in the same format.
+
+  /usr/bin/python3 tests/bench/pytorch_transformer_bench.py recipes/bench/X.yaml --steps 20 --threads 2
+
+Install libopenblas0-openmp first: Debian's torch otherwise runs on the
+reference BLAS. The recipe is read with the same defaults as cmha for the
+keys the benchmark uses (run `cmha train --dump-config` to see them all).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from reference_models import Transformer  # noqa: E402
+
+
+def load_recipe(path):
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    merged = {}
+    inc = data.pop("include", [])
+    for item in inc if isinstance(inc, list) else [inc]:
+        merge(merged, load_recipe(os.path.join(os.path.dirname(path), item)))
+    merge(merged, data)
+    return merged
+
+
+def merge(dst, src):
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            merge(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def blas_in_use():
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    for name in ("openblas", "mkl", "blis", "libblas"):
+        if name in maps:
+            return name
+    return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("recipe")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    r = load_recipe(args.recipe)
+    m, att, bench = r.get("model", {}), r.get("model", {}).get("attention", {}), r.get("bench", {})
+    d = m.get("d_model", 512)
+    kind = att.get("type", "concat")
+    att_kw = dict(kind=kind, heads=att.get("heads", 8), key_dim=att.get("key_dim", 0), bias=True)
+    c = dict(vocab=m.get("vocab_size", 8000), d_model=d, ffn_dim=m.get("ffn_dim", 2048),
+             encoder_layers=m.get("encoder_layers", 6), decoder_layers=m.get("decoder_layers", 6),
+             pre_norm=m.get("pre_norm", False),
+             final_norm=m.get("encoder_final_norm", False) and m.get("decoder_final_norm", False),
+             dropout=m.get("dropout", 0.1), encoder_attention=att_kw, decoder_attention=att_kw,
+             cross_attention=att_kw)
+    torch.manual_seed(1)
+    model = Transformer(c)
+    torch.nn.init.normal_(model.src_embed.weight, 0.0, d ** -0.5)  # as cmha and fairseq
+    if kind == "collaborative":  # cmha's default mixing init: blocks of ones
+        for mod in model.modules():
+            if hasattr(mod, "mixing"):
+                with torch.no_grad():
+                    h, dk = mod.mixing.shape
+                    mod.mixing.zero_()
+                    for i in range(h):
+                        mod.mixing[i, i * (dk // h):(i + 1) * (dk // h)] = 1
+    model.train()
+    opt_cfg = r.get("optim", {})
+    betas = tuple(opt_cfg.get("betas", [0.9, 0.98]))
+    opt = torch.optim.Adam(model.parameters(), lr=float(opt_cfg.get("lr", 5e-4)), betas=betas,
+                           eps=float(opt_cfg.get("eps", 1e-9)))
+    smoothing = r.get("train", {}).get("label_smoothing", 0.1)
+    b, s, t = bench.get("batch_size", 128), bench.get("src_len", 32), bench.get("tgt_len", 33)
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(4, c["vocab"], (b, s), generator=g)
+    tgt = torch.randint(4, c["vocab"], (b, t), generator=g)
+    tgt_in, labels = tgt[:, :-1], tgt[:, 1:].reshape(-1)
+    src_pad = torch.zeros(b, s, dtype=torch.bool)
+    times, losses = [], []
+    for i in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        logits = model(src, src_pad, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), labels, label_smoothing=smoothing)
+        loss.backward()
+        opt.step()
+        ms = (time.perf_counter() - t0) * 1000
+        losses.append(loss.item())
+        if i >= args.warmup:
+            times.append(ms)
+    med = statistics.median(times)
+    print(json.dumps({"framework": "pytorch " + torch.__version__, "blas": blas_in_use(), "recipe": args.recipe,
+                      "attention": kind, "parameters": sum(p.numel() for p in model.parameters()),
+                      "threads": args.threads, "target_tokens": b * (t - 1), "steps": len(times),
+                      "step_ms_median": med, "tokens_per_s": b * (t - 1) / (med / 1000),
+                      "first_loss": losses[0], "last_loss": losses[-1]}))
+
+
+if __name__ == "__main__":
+    main()
