@@ -77,8 +77,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 // ---- loss.cpp ----
 enum class Reduction { none, sum, mean };
 // Cross-entropy with label smoothing, fused with log-softmax.
-// logits[N, C], target (i32/i64)[N]; targets equal to ignore_index contribute
-// nothing; mean divides by the number of non-ignored targets.
+// logits [..., C] (classes LAST, unlike PyTorch for > 2 dims), target
+// (i32/i64) [...]; targets equal to ignore_index contribute nothing; mean
+// divides by the number of non-ignored targets, and is 0 (not NaN) when
+// every target is ignored, so an all-padding batch cannot poison training.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float label_smoothing = 0.0f,
                      int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
 
