@@ -1,0 +1,36 @@
+#pragma once
+// The cmha subcommands. Each takes the arguments after its name and returns
+// the exit code; a user mistake is a cmha::Error (exit 2), Ctrl-C an
+// Interrupted (exit 130).
+#include <string>
+#include <vector>
+
+namespace cmha::cli {
+
+using Args = std::vector<std::string>;
+
+int train_command(const Args& args);  // train.cpp
+int info_command(const Args& args);   // info.cpp
+int bench_command(const Args& args);  // bench.cpp
+
+// The built-in demo that `cmha train` runs until recipes exist: an MLP on
+// Fashion-MNIST (demo_train.cpp).
+struct DemoOptions {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
+  int epochs = 2;
+  int threads = 0;  // 0: OpenMP's default
+  unsigned long long seed = 0;
+};
+int run_demo(const DemoOptions& options);
+
+// Thrown where a long-running command notices Ctrl-C.
+struct Interrupted {};
+// True once SIGINT or SIGTERM arrived (set by main's handler).
+bool interrupted();
+
+// The value of option `args[i]` (advancing i), or a cmha::Error naming it.
+std::string option_value(const Args& args, size_t& i, const char* command);
+// A whole number in [min, max], or a cmha::Error naming the option and text.
+long long parse_int(const std::string& text, const std::string& option, long long min, long long max);
+
+}  // namespace cmha::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_ (L2 norm):
+//   norm = ‖(g₁, g₂, …)‖₂ over every parameter that has a gradient
+//   coef = max_norm / (norm + 1e-6);  if coef < 1: every g ← coef·g
+// so a norm at or below max_norm - 1e-6 leaves the gradients untouched.
+// Unlike torch, a non-finite norm (an inf or NaN gradient) leaves the
+// gradients as they are and is returned as is: the trainer skips that update.
+//
+// The norm is accumulated in double over fixed blocks of elements, in
+// parallel, and the block sums are added in a fixed order, so it is the same
+// bit for bit whatever the thread count.
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace cmha::optim {
+
+// The L2 norm of all the gradients (0 when none has one).
+double grad_norm(const std::vector<Tensor>& params);
+
+// Clips in place and returns the norm before clipping. max_norm must be
+// positive (to disable clipping, call grad_norm instead).
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// True when every element of every gradient is finite (parameters without a
+// gradient are skipped).
+bool all_finite(const std::vector<Tensor>& params);
+
+}  // namespace cmha::optim
