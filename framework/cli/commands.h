@@ -12,16 +12,12 @@ using Args = std::vector<std::string>;
 int train_command(const Args& args);  // train.cpp
 int info_command(const Args& args);   // info.cpp
 int bench_command(const Args& args);  // bench.cpp
+int average_command(const Args& args);  // average.cpp
 
-// The built-in demo that `cmha train` runs until recipes exist: an MLP on
-// Fashion-MNIST (demo_train.cpp).
-struct DemoOptions {
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
-  int epochs = 2;
-  int threads = 0;  // 0: OpenMP's default
-  unsigned long long seed = 0;
-};
-int run_demo(const DemoOptions& options);
+// The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
+// compiled in).
+const char* default_recipe_text();
+const char* default_recipe_name();
 
 // Thrown where a long-running command notices Ctrl-C.
 struct Interrupted {};

@@ -9,6 +9,8 @@
 #include "cli/commands.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/model_config.h"
 #ifdef CMHA_WITH_CUDA
 #include "backend/cuda/runtime.h"
 #endif
@@ -21,9 +23,11 @@ namespace cmha::cli {
 namespace {
 
 const char* kInfoUsage =
-    "usage: cmha info [--devices]\n"
+    "usage: cmha info [CHECKPOINT] [--devices]\n"
     "\n"
-    "Shows the build of cmha and the devices it can use here.\n"
+    "With a checkpoint: what it holds (model, attention types, parameters, update,\n"
+    "optimiser and EMA state, the recipe). Without: the build of cmha and the\n"
+    "devices it can use here.\n"
     "\n"
     "options:\n"
     "  --devices   show only the devices: CPU threads, oneDNN, CUDA GPUs\n"
@@ -44,17 +48,46 @@ void print_devices() {
 #endif
 }
 
+void print_checkpoint(const std::string& path) {
+  const train::Checkpoint c = train::load_checkpoint(path);
+  const train::Recipe r = train::Recipe::parse(c.recipe, path + " (recipe)");
+  int64_t params = 0;
+  for (const auto& [name, t] : c.weights) params += t.numel();
+  std::printf("checkpoint: %s\n", path.c_str());
+  std::printf("model: %s, d_model %lld, %lld parameters in %zu tensors\n", r.string("model.kind").c_str(),
+              static_cast<long long>(r.integer("model.d_model")), static_cast<long long>(params), c.weights.size());
+  const bool vit = r.string("model.kind") == "vit";
+  for (const char* place : {"attention", "encoder_attention", "decoder_attention", "cross_attention"}) {
+    if (vit != (std::string(place) == "attention")) continue;
+    const auto a = train::attention_config(r, std::string("model.") + place);
+    std::printf("%s: %s, %lld heads, key_dim %lld%s\n", place, a.type.c_str(), static_cast<long long>(a.heads),
+                static_cast<long long>(a.key_dim), a.key_dim == 0 ? " (= d_model)" : "");
+  }
+  const auto& t = c.trainer;
+  std::printf("trainer: update %s, epoch %s, %zu optimiser tensors, %zu EMA tensors\n",
+              t.contains("update") ? t["update"].dump().c_str() : "?", t.contains("epoch") ? t["epoch"].dump().c_str() : "?",
+              c.optimizer.size(), c.ema.size());
+  if (t.contains("averaged_from")) std::printf("averaged from: %s\n", t["averaged_from"].dump().c_str());
+  std::printf("recipe:\n%s", c.recipe.c_str());
+}
+
 }  // namespace
 
 int info_command(const Args& args) {
   bool devices_only = false;
+  std::string checkpoint;
   for (const std::string& a : args) {
     if (a == "-h" || a == "--help") {
       std::fputs(kInfoUsage, stdout);
       return 0;
     }
     if (a == "--devices") devices_only = true;
+    else if (!a.empty() && a[0] != '-' && checkpoint.empty()) checkpoint = a;
     else throw Error("unknown option '" + a + "' for 'cmha info' (try 'cmha info --help')");
+  }
+  if (!checkpoint.empty()) {
+    print_checkpoint(checkpoint);
+    return 0;
   }
   if (!devices_only) {
     std::printf("cmha %s\n", CMHA_VERSION);

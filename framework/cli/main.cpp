@@ -28,9 +28,10 @@ const char* kUsage =
     "Trains transformers with collaborative multi-head attention.\n"
     "\n"
     "commands:\n"
-    "  train   train a model (without a recipe: the built-in Fashion-MNIST demo)\n"
+    "  train   train a model from a YAML recipe (without one: the built-in Fashion-MNIST ViT)\n"
     "  bench   time full training steps of a recipe's transformer (one JSON line)\n"
-    "  info    show the build and the devices this machine offers\n"
+    "  average average the weights of several checkpoints\n"
+    "  info    show a checkpoint, or the build and the devices this machine offers\n"
     "\n"
     "options:\n"
     "  -h, --help     show this help (or 'cmha <command> --help' for a command's)\n"
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
         if (topic == "train") return train_command({"--help"});
         if (topic == "info") return info_command({"--help"});
         if (topic == "bench") return bench_command({"--help"});
+        if (topic == "average") return average_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
     if (command == "train") return train_command(args);
     if (command == "info") return info_command(args);
     if (command == "bench") return bench_command(args);
+    if (command == "average") return average_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

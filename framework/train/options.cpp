@@ -78,9 +78,41 @@ std::vector<OptionSpec> build() {
   add("optim.betas", T::real_list, "[0.9, 0.98]", "Adam betas");
   add("optim.eps", T::real, "1e-9", "Adam epsilon", 0);
   add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
+  add("lr.schedule", T::string, "inverse_sqrt", "Learning-rate schedule (peak optim.lr)", -1e300, 1e300,
+      {"constant", "inverse_sqrt", "noam", "cosine"});
+  add("lr.warmup", T::integer, "4000", "Linear warmup length, in updates (epochs when lr.per_epoch)", 0);
+  add("lr.warmup_init_lr", T::real, "1e-7", "Learning rate at the start of the warmup", 0);
+  add("lr.min_lr", T::real, "0.0", "Cosine: the final learning rate", 0);
+  add("lr.total", T::integer, "0", "Cosine: length in updates (epochs when lr.per_epoch); 0 = the whole run", 0);
+  add("lr.per_epoch", T::boolean, "false", "Constant and cosine: change the rate at epoch boundaries only (timm, DeiT)");
+  add("lr.noam_factor", T::real, "2.0", "Noam: the factor before d_model^-0.5", 0);
   add("train.label_smoothing", T::real, "0.1", "Label smoothing of the cross-entropy", 0, 0.999);
   add("train.seed", T::integer, "1", "Seed of every random draw (initialisation, dropout, data order)", 0);
   add("train.threads", T::integer, "0", "CPU threads; 0 = all cores", 0, 4096);
+  add("train.task", T::string, "translation", "What to train", -1e300, 1e300,
+      {"translation", "image_classification"});
+  add("train.save_dir", T::string, "runs/default", "Run directory: checkpoints, metrics.jsonl, the resolved recipe");
+  add("train.max_updates", T::integer, "0", "Stop after this many updates; 0 = no limit", 0);
+  add("train.max_epochs", T::integer, "1", "Stop after this many epochs; 0 = no limit", 0);
+  add("train.update_freq", T::integer, "1", "Micro-batches accumulated into one update", 1, 1 << 20);
+  add("train.clip_norm", T::real, "0.0", "Clip the gradient's global L2 norm to this; 0 = off", 0);
+  add("train.ema_decay", T::real, "0.0", "Keep an exponential moving average of the weights; 0 = off", 0, 1);
+  add("train.save_every", T::integer, "0", "Save a checkpoint every N updates (and always at epoch ends); 0 = epoch ends only", 0);
+  add("train.keep_last", T::integer, "3", "Update checkpoints to keep besides the best and the last", 0, 1 << 20);
+  add("train.validate_every", T::integer, "0", "Validate every N updates (and at epoch ends); 0 = epoch ends only", 0);
+  add("train.best_metric", T::string, "loss", "Validation metric that picks checkpoint_best");
+  add("train.best_mode", T::string, "min", "Whether a smaller or larger best_metric is better", -1e300, 1e300, {"min", "max"});
+  add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);
+  add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
+  add("train.log_every", T::integer, "50", "Write a metrics row (and a plain log line off-terminal) every N updates", 1);
+  // Image data (IDX files: MNIST, Fashion-MNIST)
+  add("data.train_images", T::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "Training images (IDX, gzip'd or plain)");
+  add("data.train_labels", T::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz", "Training labels (IDX)");
+  add("data.valid_images", T::string, "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", "Validation images (IDX)");
+  add("data.valid_labels", T::string, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "Validation labels (IDX)");
+  add("data.batch_size", T::integer, "128", "Samples per micro-batch (images)", 1, 1 << 20);
+  add("data.mean", T::real, "0.2860", "Pixel mean subtracted before the model (Fashion-MNIST's)");
+  add("data.std", T::real, "0.3530", "Pixel std divided out before the model (Fashion-MNIST's)", 1e-6);
   // Benchmark geometry (cmha bench)
   add("bench.batch_size", T::integer, "128", "Sentences per benchmark step", 1, 1 << 20);
   add("bench.src_len", T::integer, "32", "Source tokens per sentence in the benchmark", 1, 1 << 20);

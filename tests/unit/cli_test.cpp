@@ -1,5 +1,5 @@
 // The cmha command as a user runs it: help, exit codes, clear errors, and the
-// built-in training demo on a tiny synthetic Fashion-MNIST.
+// training on a tiny synthetic Fashion-MNIST.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -8,6 +8,7 @@
 
 #include "data/idx.h"
 #include "support/check.h"
+#include "tensor/safetensors.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -60,7 +61,12 @@ TEST(Cli, HelpAndVersionExitZero) {
   EXPECT_TRUE(has(r.output, "train")) << r.output;
   r = cmha_run("train --help");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "--data-dir")) << r.output;
+  EXPECT_TRUE(has(r.output, "--resume")) << r.output;
+  EXPECT_TRUE(has(r.output, "model.attention.type")) << r.output;  // every recipe key with its help
+  for (const char* command : {"info", "bench", "average"}) {
+    r = cmha_run(std::string(command) + " --help");
+    EXPECT_EQ(r.code, 0) << command << ": " << r.output;
+  }
   r = cmha_run("info --help");
   EXPECT_EQ(r.code, 0) << r.output;
   r = cmha_run("--version");
@@ -90,42 +96,91 @@ TEST(Cli, InfoDevicesShowsThreadsOneDnnAndCuda) {
   EXPECT_TRUE(has(r.output, "cuda: ")) << r.output;
 }
 
-TEST(Cli, TrainWithARecipeSaysRecipesAreNotSupportedYet) {
-  Result r = cmha_run("train recipes/local/anything.yaml");
+// A tiny model and data set: fast enough for a unit test, real all the same.
+std::string tiny_run(const std::string& data, const std::string& run_dir) {
+  return "data.train_images=" + data + "/train-images-idx3-ubyte.gz data.train_labels=" + data +
+         "/train-labels-idx1-ubyte.gz data.valid_images=" + data + "/t10k-images-idx3-ubyte.gz data.valid_labels=" +
+         data + "/t10k-labels-idx1-ubyte.gz data.batch_size=16 model.d_model=16 model.depth=1 model.ffn_dim=32 "
+         "model.attention.heads=2 model.attention.key_dim=8 lr.warmup=2 train.log_every=1 train.save_dir=" + run_dir;
+}
+
+TEST(Cli, TrainWithAMissingRecipeFileExitsTwoNamingIt) {
+  Result r = cmha_run("train /nonexistent/recipe.yaml");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "not supported yet")) << r.output;
-  EXPECT_TRUE(has(r.output, "recipes/local/anything.yaml")) << r.output;
-  EXPECT_FALSE(has(r.output, "epoch")) << "the demo must not run: " << r.output;
+  EXPECT_TRUE(has(r.output, "recipe file '/nonexistent/recipe.yaml' does not exist")) << r.output;
+}
+
+TEST(Cli, TrainWithAMistypedKeyNamesTheNearestKey) {
+  Result r = cmha_run("train model.d_modle=3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "did you mean 'model.d_model'")) << r.output;
+}
+
+TEST(Cli, DumpConfigPrintsTheResolvedDefaultRecipe) {
+  Result r = cmha_run("train --dump-config model.depth=2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "depth: 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "type: collaborative")) << r.output;
+  EXPECT_TRUE(has(r.output, "schedule: cosine")) << r.output;
 }
 
 TEST(Cli, TrainWithoutDataIsOneSentenceNamingThePath) {
-  Result r = cmha_run("train --data-dir /nonexistent/fashion");
+  Result r = cmha_run("train data.train_images=/nonexistent/fashion/train-images-idx3-ubyte.gz");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "'/nonexistent/fashion'")) << r.output;
-  EXPECT_TRUE(has(r.output, "dataset-fashion-mnist")) << r.output;
+  EXPECT_TRUE(has(r.output, "/nonexistent/fashion/train-images-idx3-ubyte.gz")) << r.output;
   // One sentence on one line, and nothing else.
   EXPECT_EQ(r.output.rfind("cmha: ", 0), 0u) << r.output;
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
 }
 
-TEST(Cli, DemoTrainsOnATinySyntheticDataSet) {
-  const std::string dir = test::temp_dir("cli_demo");
-  write_tiny_fashion_mnist(dir, 256, 64);
-  Result r = cmha_run("train --data-dir '" + dir + "' --epochs 1 --threads 2 --seed 3");
-  fs::remove_all(dir);
+TEST(Cli, TrainsAVitOnATinySyntheticDataSetAndInfoReadsTheCheckpoint) {
+  const std::string dir = test::temp_dir("cli_train");
+  write_tiny_fashion_mnist(dir, 64, 32);
+  Result r = cmha_run("train --threads 2 " + tiny_run(dir, dir + "/run") + " train.max_epochs=2");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "256 training and 64 test images")) << r.output;
-  EXPECT_TRUE(has(r.output, "epoch 1  step    2/2  loss ")) << r.output;
-  EXPECT_TRUE(has(r.output, "test accuracy")) << r.output;
+  EXPECT_TRUE(has(r.output, "valid | epoch 2 | update 8")) << r.output;
+  EXPECT_TRUE(has(r.output, "accuracy")) << r.output;
+  EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_8.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_best.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/run/metrics.jsonl"));
+  Result info = cmha_run("info " + dir + "/run/checkpoint_8.safetensors");
+  EXPECT_EQ(info.code, 0) << info.output;
+  EXPECT_TRUE(has(info.output, "attention: collaborative, 2 heads, key_dim 8")) << info.output;
+  EXPECT_TRUE(has(info.output, "trainer: update 8")) << info.output;
+  Result avg = cmha_run("average --last 2 " + dir + "/run");
+  EXPECT_EQ(avg.code, 0) << avg.output;
+  EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_avg_last2.safetensors"));
+  fs::remove_all(dir);
 }
 
-TEST(Cli, DemoRejectsALabelFileThatDoesNotMatchItsImages) {
+TEST(Cli, TrainRejectsALabelFileThatDoesNotMatchItsImages) {
   const std::string dir = test::temp_dir("cli_mismatch");
   write_tiny_fashion_mnist(dir, 20, 10);
   data::write_idx_u8(dir + "/t10k-labels-idx1-ubyte.gz", {9}, std::vector<uint8_t>(9, 1), true);
-  Result r = cmha_run("train --data-dir '" + dir + "'");
+  Result r = cmha_run("train " + tiny_run(dir, dir + "/run"));
   fs::remove_all(dir);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "t10k-images-idx3-ubyte.gz")) << r.output;
   EXPECT_TRUE(has(r.output, "t10k-labels-idx1-ubyte.gz")) << r.output;
+}
+
+TEST(Cli, ResumeContinuesBitIdentically) {
+  // 6 updates in one go == 3 updates, stop, resume, 3 more: every weight equal bit for bit.
+  const std::string dir = test::temp_dir("cli_resume");
+  write_tiny_fashion_mnist(dir, 96, 16);
+  auto args = [&](const std::string& run) {
+    return "--threads 2 " + tiny_run(dir, dir + run) + " lr.total=6 model.drop_path=0.3 train.max_epochs=0";
+  };
+  Result full = cmha_run("train " + args("/full") + " train.max_updates=6");
+  ASSERT_EQ(full.code, 0) << full.output;
+  Result first = cmha_run("train " + args("/split") + " train.max_updates=3");
+  ASSERT_EQ(first.code, 0) << first.output;
+  Result second = cmha_run("train --resume " + args("/split") + " train.max_updates=6");
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_TRUE(has(second.output, "resumed from")) << second.output;
+  auto a = load_safetensors(dir + "/full/checkpoint_6.safetensors");
+  auto b = load_safetensors(dir + "/split/checkpoint_6.safetensors");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (auto& [name, t] : a.tensors) EXPECT_TRUE(test::all_close(b.tensors.at(name), t, 0, 0)) << name;
+  fs::remove_all(dir);
 }

@@ -1,0 +1,39 @@
+#pragma once
+// What the trainer trains: a task owns the model and its data, and turns the
+// next micro-batch into a summed loss. The trainer owns everything else
+// (optimiser, schedule, accumulation, checkpoints, logs).
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nn/module.h"
+
+namespace cmha::train {
+
+struct BatchLoss {
+  Tensor loss_sum;     // [] summed over the batch's units (the trainer divides by the global unit count)
+  int64_t units = 0;   // target tokens or samples in this micro-batch
+  double correct = 0;  // optional: correctly predicted units (accuracy)
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual nn::Module& model() = 0;
+  // "tokens" or "samples": what units count.
+  virtual const char* unit_name() const = 0;
+  // Starts (or restarts) an epoch: the shuffle of `epoch` for this seed.
+  virtual void start_epoch(int64_t epoch) = 0;
+  // False when the epoch's training batches are used up.
+  virtual bool has_next_batch() const = 0;
+  virtual BatchLoss next_batch_loss() = 0;
+  virtual int64_t batches_per_epoch() const = 0;
+  // Validation metrics ("loss", "accuracy", "perplexity", ...), model in eval mode.
+  virtual std::map<std::string, double> validate() = 0;
+  // The data position, saved in checkpoints so a resume continues exactly.
+  virtual nlohmann::json data_state() const = 0;
+  virtual void restore_data_state(const nlohmann::json& state) = 0;
+};
+
+}  // namespace cmha::train

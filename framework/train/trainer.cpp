@@ -1,0 +1,384 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "autograd/ops.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/ema.h"
+#include "train/checkpoint.h"
+#include "optim/schedule.h"
+
+namespace cmha::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Biases, norms, position embeddings and class tokens are not decayed (DeiT, BERT).
+bool decays(const std::string& name) {
+  static const std::regex no_decay(R"((^|\.)bias$|norm|pos_embed|positions|cls_token|dist_token)");
+  return !std::regex_search(name, no_decay);
+}
+
+std::string checkpoint_name(int64_t update) { return "checkpoint_" + std::to_string(update) + ".safetensors"; }
+
+// Keys that define the architecture: a resumed or fine-tuned run must agree on them.
+std::string architecture_of(const std::string& recipe_yaml) {
+  YAML::Node model = YAML::Load(recipe_yaml)["model"];
+  model.remove("dropout");
+  model.remove("activation_dropout");
+  model.remove("drop_path");
+  return YAML::Dump(model);
+}
+
+// The recipe's lr.* keys as a schedule; the cosine's length defaults to the whole run.
+std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch) {
+  optim::ScheduleOptions o;
+  o.kind = optim::parse_schedule_kind(r.string("lr.schedule"));
+  o.lr = r.real("optim.lr");
+  o.warmup = r.integer("lr.warmup");
+  o.warmup_init_lr = r.real("lr.warmup_init_lr");
+  o.factor = r.real("lr.noam_factor");
+  o.d_model = r.integer("model.d_model");
+  o.lr_min = r.real("lr.min_lr");
+  o.per_epoch = r.boolean("lr.per_epoch");
+  o.total = r.integer("lr.total");
+  if (o.total == 0)
+    o.total = o.per_epoch ? r.integer("train.max_epochs")
+                          : (r.integer("train.max_updates") > 0 ? r.integer("train.max_updates")
+                                                                 : r.integer("train.max_epochs") * updates_per_epoch);
+  if (o.kind != optim::ScheduleKind::cosine) o.total = 0;
+  return std::make_unique<optim::LrSchedule>(o);
+}
+
+}  // namespace
+
+std::string latest_checkpoint(const std::string& dir) {
+  std::string best;
+  int64_t best_update = -1;
+  if (!fs::is_directory(dir)) return best;
+  static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, pattern) && std::stoll(m[1]) > best_update) {
+      best_update = std::stoll(m[1]);
+      best = e.path().string();
+    }
+  }
+  return best;
+}
+
+struct Trainer::Impl {
+  const Recipe& recipe;
+  Task& task;
+  dist::Communicator& comm;
+  TrainerHooks hooks;
+  std::string dir;
+  std::vector<std::pair<std::string, Tensor>> params;  // named, unique
+  std::unique_ptr<optim::Adam> adam;
+  std::unique_ptr<optim::ExponentialMovingAverage> ema;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::shared_ptr<Generator> dropout_gen;
+  std::ofstream metrics;
+  // trainer state (saved in checkpoints)
+  int64_t update = 0, epoch = 0, nonfinite_in_row = 0, skipped = 0, stale_validations = 0;
+  double best = NAN;
+  // options
+  int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite;
+  double clip_norm;
+  std::string best_metric;
+  bool maximize;
+
+  Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h) : recipe(r), task(t), comm(c), hooks(std::move(h)) {
+    dir = r.string("train.save_dir");
+    max_updates = r.integer("train.max_updates");
+    max_epochs = r.integer("train.max_epochs");
+    CMHA_CHECK(max_updates > 0 || max_epochs > 0, "train.max_updates and train.max_epochs are both 0: the run would never end");
+    update_freq = r.integer("train.update_freq");
+    save_every = r.integer("train.save_every");
+    keep_last = r.integer("train.keep_last");
+    validate_every = r.integer("train.validate_every");
+    log_every = r.integer("train.log_every");
+    patience = r.integer("train.patience");
+    max_nonfinite = r.integer("train.max_nonfinite");
+    clip_norm = r.real("train.clip_norm");
+    best_metric = r.string("train.best_metric");
+    maximize = r.string("train.best_mode") == "max";
+
+    for (auto& [name, p] : task.model().named_parameters()) {
+      p.set_name(name);
+      params.emplace_back(name, p);
+    }
+    const auto betas = r.reals("optim.betas");
+    CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
+    optim::AdamOptions o;
+    o.lr = r.real("optim.lr");
+    o.beta1 = betas[0];
+    o.beta2 = betas[1];
+    o.eps = r.real("optim.eps");
+    o.weight_decay = r.real("optim.weight_decay");
+    o.decoupled_weight_decay = r.string("optim.name") == "adamw";
+    std::vector<optim::AdamParam> ap;
+    for (auto& [name, p] : params) ap.push_back({p, decays(name)});
+    adam = std::make_unique<optim::Adam>(std::move(ap), o);
+    if (r.real("train.ema_decay") > 0) {
+      std::vector<Tensor> ps;
+      for (auto& [n, p] : params) ps.push_back(p);
+      ema = std::make_unique<optim::ExponentialMovingAverage>(ps, r.real("train.ema_decay"));
+    }
+    schedule = make_schedule(r, task.batches_per_epoch() / update_freq);
+    dropout_gen = std::make_shared<Generator>(static_cast<uint64_t>(r.integer("train.seed")) * 7919 + 17 + comm.rank());
+    task.model().set_generator(dropout_gen);
+  }
+
+  bool improved(double v) const { return std::isnan(best) || (maximize ? v > best : v < best); }
+
+  Checkpoint snapshot() const {
+    Checkpoint c;
+    c.recipe = recipe.dump();
+    for (auto& [name, p] : params) c.weights[name] = p;
+    const auto& state = adam->state();
+    nlohmann::json steps = nlohmann::json::object();
+    for (size_t i = 0; i < params.size(); ++i) {
+      c.optimizer["exp_avg." + params[i].first] = state[i].exp_avg;
+      c.optimizer["exp_avg_sq." + params[i].first] = state[i].exp_avg_sq;
+      steps[params[i].first] = state[i].step;
+    }
+    if (ema)
+      for (size_t i = 0; i < params.size(); ++i) c.ema[params[i].first] = ema->shadow()[i];
+    c.trainer = {{"update", update},         {"epoch", epoch},
+                 {"skipped_updates", skipped}, {"nonfinite_in_row", nonfinite_in_row},
+                 {"stale_validations", stale_validations},
+                 {"best", std::isnan(best) ? nlohmann::json() : nlohmann::json(best)},
+                 {"best_metric", best_metric}, {"optimizer_steps", steps},
+                 {"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}},
+                 {"data", task.data_state()}, {"world_size", comm.size()}};
+    return c;
+  }
+
+  void save(const std::string& name) {
+    if (!comm.is_main()) return;
+    save_checkpoint((fs::path(dir) / name).string(), snapshot());
+  }
+
+  void prune() {
+    if (!comm.is_main() || keep_last <= 0) return;
+    static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
+    std::vector<std::pair<int64_t, fs::path>> found;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      std::smatch m;
+      const std::string n = e.path().filename().string();
+      if (std::regex_match(n, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path());
+    }
+    std::sort(found.rbegin(), found.rend());
+    for (size_t i = static_cast<size_t>(keep_last); i < found.size(); ++i) fs::remove(found[i].second);
+  }
+
+  void resume_from(const std::string& path) {
+    Checkpoint c = load_checkpoint(path);
+    CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
+               "checkpoint '" + path + "' was trained with a different model architecture than this recipe "
+               "(compare its recipe with 'cmha info " + path + "')");
+    std::map<std::string, Tensor> named(params.begin(), params.end());
+    restore_weights(path, c.weights, named);
+    const auto& t = c.trainer;
+    auto& state = adam->state();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string& n = params[i].first;
+      CMHA_CHECK(c.optimizer.count("exp_avg." + n) && c.optimizer.count("exp_avg_sq." + n),
+                 "checkpoint '" + path + "' has no optimiser state for '" + n + "'");
+      state[i].exp_avg.copy_(c.optimizer.at("exp_avg." + n));
+      state[i].exp_avg_sq.copy_(c.optimizer.at("exp_avg_sq." + n));
+      state[i].step = t.at("optimizer_steps").at(n).get<int64_t>();
+    }
+    if (ema) {
+      CMHA_CHECK(!c.ema.empty(), "checkpoint '" + path + "' has no EMA weights but train.ema_decay is set");
+      for (size_t i = 0; i < params.size(); ++i) ema->shadow()[i].copy_(c.ema.at(params[i].first));
+    }
+    update = t.at("update").get<int64_t>();
+    epoch = t.at("epoch").get<int64_t>();
+    skipped = t.at("skipped_updates").get<int64_t>();
+    nonfinite_in_row = t.at("nonfinite_in_row").get<int64_t>();
+    stale_validations = t.at("stale_validations").get<int64_t>();
+    best = t.at("best").is_null() ? NAN : t.at("best").get<double>();
+    const auto rng = t.at("dropout_rng");
+    dropout_gen->set_state(rng.at(0).get<uint64_t>(), rng.at(1).get<uint64_t>());
+    task.restore_data_state(t.at("data"));
+  }
+
+  void log_row(const nlohmann::json& row) {
+    if (!comm.is_main()) return;
+    metrics << row.dump() << '\n';
+    metrics.flush();
+  }
+
+  std::map<std::string, double> validate() {
+    auto m = task.validate();
+    nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch}};
+    for (auto& [k, v] : m) row[k] = v;
+    log_row(row);
+    std::string line = "valid | epoch " + std::to_string(epoch) + " | update " + std::to_string(update);
+    for (auto& [k, v] : m) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " | %s %.4f", k.c_str(), v);
+      line += buf;
+    }
+    if (comm.is_main()) std::fprintf(stderr, "%s%s\n", isatty(2) ? "\r\033[K" : "", line.c_str());
+    CMHA_CHECK(m.count(best_metric), "train.best_metric '" + best_metric + "' is not a validation metric of this task");
+    const double v = m.at(best_metric);
+    if (improved(v)) {
+      best = v;
+      stale_validations = 0;
+      save("checkpoint_best.safetensors");
+    } else {
+      ++stale_validations;
+    }
+    return m;
+  }
+};
+
+Trainer::Trainer(const Recipe& recipe, Task& task, dist::Communicator& comm, TrainerHooks hooks)
+    : impl_(std::make_unique<Impl>(recipe, task, comm, std::move(hooks))) {}
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run() {
+  Impl& s = *impl_;
+  TrainSummary summary;
+  if (s.comm.is_main()) {
+    fs::create_directories(s.dir);
+    std::ofstream(fs::path(s.dir) / "recipe.yaml") << s.recipe.dump();
+  }
+  std::string resume_path = s.hooks.resume ? latest_checkpoint(s.dir) : "";
+  if (!resume_path.empty()) {
+    s.resume_from(resume_path);
+    if (s.comm.is_main()) std::fprintf(stderr, "resumed from %s at update %lld\n", resume_path.c_str(), (long long)s.update);
+  } else {
+    s.task.start_epoch(s.epoch);
+  }
+  s.metrics.open(fs::path(s.dir) / "metrics.jsonl", std::ios::app);
+  const bool tty = isatty(2);
+  const auto t_start = std::chrono::steady_clock::now();
+  auto t_window = t_start;
+  double window_loss = 0, window_units = 0, window_correct = 0, gnorm = 0;
+  int64_t window_updates = 0;
+  const int64_t per_epoch = std::max<int64_t>(1, s.task.batches_per_epoch() / s.update_freq);
+
+  auto done = [&] {
+    return (s.max_updates > 0 && s.update >= s.max_updates) || (s.max_epochs > 0 && s.epoch >= s.max_epochs);
+  };
+  while (!done()) {
+    if (!s.task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
+      ++s.epoch;
+      summary.last_validation = s.validate();
+      s.save(checkpoint_name(s.update));
+      s.prune();
+      if (s.patience > 0 && s.stale_validations >= s.patience) {
+        summary.early_stopped = true;
+        break;
+      }
+      if (done()) break;
+      s.task.start_epoch(s.epoch);
+      continue;
+    }
+    // ---- one update: update_freq micro-batches ----
+    s.adam->zero_grad();
+    double loss = 0, units = 0, correct = 0;
+    for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
+      BatchLoss b = s.task.next_batch_loss();
+      b.loss_sum.backward();
+      loss += b.loss_sum.item();
+      units += static_cast<double>(b.units);
+      correct += b.correct;
+    }
+    // Sum gradients and counts over ranks, then average by the global unit count,
+    // so the update equals one process with the whole batch.
+    double totals[3] = {loss, units, correct};
+    s.comm.all_reduce_sum(totals, 3);
+    for (auto& [name, p] : s.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      s.comm.all_reduce_sum(g.data<float>(), static_cast<size_t>(g.numel()));
+      float* pg = g.data<float>();
+      const float inv = static_cast<float>(1.0 / std::max(1.0, totals[1]));
+      const int64_t n = g.numel();
+#pragma omp parallel for simd if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) pg[i] *= inv;
+    }
+    std::vector<Tensor> ps;
+    for (auto& [n, p] : s.params) ps.push_back(p);
+    gnorm = s.clip_norm > 0 ? optim::clip_grad_norm(ps, s.clip_norm) : optim::grad_norm(ps);
+    if (!std::isfinite(totals[0]) || !std::isfinite(gnorm)) {
+      ++s.skipped;
+      ++s.nonfinite_in_row;
+      if (s.comm.is_main())
+        std::fprintf(stderr, "%supdate %lld: non-finite loss or gradient, skipped (%lld in a row)\n", tty ? "\r\033[K" : "",
+                     (long long)s.update + 1, (long long)s.nonfinite_in_row);
+      CMHA_CHECK(s.nonfinite_in_row < s.max_nonfinite,
+                 std::to_string(s.nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; "
+                 "the last good checkpoint in '" + s.dir + "' is intact");
+      continue;
+    }
+    s.nonfinite_in_row = 0;
+    const double lr = s.schedule->lr_at(s.update, static_cast<double>(s.update) / static_cast<double>(per_epoch));
+    s.adam->set_lr(lr);
+    s.adam->step();
+    if (s.ema) s.ema->update();
+    ++s.update;
+    window_loss += totals[0];
+    window_units += totals[1];
+    window_correct += totals[2];
+    ++window_updates;
+
+    const bool log_now = s.update % s.log_every == 0;
+    if (log_now || tty) {
+      const auto now = std::chrono::steady_clock::now();
+      const double secs = std::chrono::duration<double>(now - t_window).count();
+      const double rate = window_units / std::max(secs, 1e-9);
+      char line[256];
+      std::snprintf(line, sizeof line, "epoch %lld | update %lld | loss %.4f | lr %.3g | gnorm %.3f | %.0f %s/s",
+                    (long long)s.epoch + 1, (long long)s.update, window_loss / std::max(window_units, 1.0), lr, gnorm, rate,
+                    s.task.unit_name());
+      if (s.comm.is_main()) {
+        if (tty) std::fprintf(stderr, "\r\033[K%s", line);
+        else if (log_now) std::fprintf(stderr, "%s\n", line);
+      }
+      if (log_now) {
+        s.log_row({{"split", "train"}, {"update", s.update}, {"epoch", s.epoch + 1}, {"loss", window_loss / std::max(window_units, 1.0)},
+                   {"accuracy", 100.0 * window_correct / std::max(window_units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
+                   {"units_per_s", rate}, {"skipped_updates", s.skipped}});
+        window_loss = window_units = window_correct = 0;
+        window_updates = 0;
+        t_window = now;
+      }
+    }
+    if (s.validate_every > 0 && s.update % s.validate_every == 0) summary.last_validation = s.validate();
+    if (s.save_every > 0 && s.update % s.save_every == 0) {
+      s.save(checkpoint_name(s.update));
+      s.prune();
+    }
+    if (s.hooks.stop_requested && s.hooks.stop_requested()) {
+      s.save(checkpoint_name(s.update));
+      summary.interrupted = true;
+      break;
+    }
+  }
+  if (tty && s.comm.is_main()) std::fprintf(stderr, "\n");
+  if (!summary.interrupted && !summary.early_stopped && !fs::exists(fs::path(s.dir) / checkpoint_name(s.update)))
+    s.save(checkpoint_name(s.update));  // the final state, when the run stopped between epochs
+  summary.updates = s.update;
+  summary.epochs = s.epoch;
+  summary.skipped_updates = s.skipped;
+  summary.last_checkpoint = (fs::path(s.dir) / checkpoint_name(s.update)).string();
+  return summary;
+}
+
+}  // namespace cmha::train
