@@ -1,0 +1,187 @@
+// The trainer on a tiny regression task: non-finite updates are skipped and
+// counted, repeated ones stop the run with the last good checkpoint intact;
+// averaging is the mean of the tensors; every checkpoint load error is clear.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "nn/layers.h"
+#include "support/check.h"
+#include "train/average.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+using namespace cmha;
+using namespace cmha::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+// y = x·w* with 4 batches an epoch; batches listed in `poison` give a NaN loss.
+class RegressionTask : public Task {
+ public:
+  explicit RegressionTask(std::set<int64_t> poison = {}) : poison_(std::move(poison)) {
+    Generator g(1);
+    model_ = std::make_shared<nn::Linear>(4, 1, true, g);
+    x_ = test::random_tensor({32, 4}, 2);
+    y_ = matmul(x_, Tensor::from_vector({1, -2, 3, 0.5f}, {4, 1}));
+  }
+  nn::Module& model() override { return *model_; }
+  const char* unit_name() const override { return "samples"; }
+  void start_epoch(int64_t e) override {
+    epoch_ = e;
+    pos_ = 0;
+  }
+  bool has_next_batch() const override { return pos_ < 4; }
+  BatchLoss next_batch_loss() override {
+    Tensor x = x_.slice(0, pos_ * 8, pos_ * 8 + 8), y = y_.slice(0, pos_ * 8, pos_ * 8 + 8);
+    Tensor d = sub(model_->forward(x), y);
+    Tensor loss = sum(mul(d, d));
+    if (poison_.count(served_++)) loss = mul_scalar(loss, NAN);
+    ++pos_;
+    return {loss, 8, 0};
+  }
+  int64_t batches_per_epoch() const override { return 4; }
+  std::map<std::string, double> validate() override {
+    autograd::NoGradGuard ng;
+    Tensor d = sub(model_->forward(x_), y_);
+    return {{"loss", mean(mul(d, d)).item()}};
+  }
+  nlohmann::json data_state() const override { return {{"epoch", epoch_}, {"pos", pos_}}; }
+  void restore_data_state(const nlohmann::json& s) override {
+    epoch_ = s.at("epoch");
+    pos_ = s.at("pos");
+  }
+  std::shared_ptr<nn::Linear> model_;
+
+ private:
+  Tensor x_, y_;
+  std::set<int64_t> poison_;
+  int64_t epoch_ = 0, pos_ = 0, served_ = 0;
+};
+
+Recipe regression_recipe(const std::string& dir, const std::string& extra = "") {
+  return Recipe::parse("optim: {name: adam, lr: 0.05, betas: [0.9, 0.999], eps: 1e-8}\n"
+                       "lr: {schedule: constant, warmup: 0}\n"
+                       "train: {save_dir: " + dir + ", max_epochs: 5, log_every: 100, max_nonfinite: 3}\n" + extra);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Trainer, LossFallsAndCheckpointsAreWritten) {
+  const std::string dir = test::temp_dir("trainer_basic");
+  RegressionTask task;
+  dist::SingleCommunicator comm;
+  Recipe r = regression_recipe(dir);
+  const double before = task.validate().at("loss");
+  TrainSummary s = Trainer(r, task, comm).run();
+  EXPECT_EQ(s.updates, 20);
+  EXPECT_EQ(s.epochs, 5);
+  EXPECT_LT(s.last_validation.at("loss"), before * 0.5);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_20.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint_best.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.safetensors"));  // pruned: keep_last 3
+  EXPECT_EQ(latest_checkpoint(dir), dir + "/checkpoint_20.safetensors");
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, NonFiniteUpdatesAreSkippedAndCounted) {
+  const std::string dir = test::temp_dir("trainer_nan");
+  RegressionTask task({1, 6});
+  dist::SingleCommunicator comm;
+  TrainSummary s = Trainer(regression_recipe(dir), task, comm).run();
+  EXPECT_EQ(s.skipped_updates, 2);
+  EXPECT_EQ(s.updates, 18);
+  for (auto& p : task.model().parameters())
+    for (float v : p.to_float_vector()) EXPECT_TRUE(std::isfinite(v));
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, RepeatedNonFiniteUpdatesStopWithTheLastGoodCheckpointIntact) {
+  const std::string dir = test::temp_dir("trainer_nan_stop");
+  RegressionTask task({4, 5, 6, 7, 8, 9});  // the second epoch goes bad
+  dist::SingleCommunicator comm;
+  const std::string msg = error_of([&] { Trainer(regression_recipe(dir), task, comm).run(); });
+  EXPECT_NE(msg.find("3 non-finite updates in a row"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir), std::string::npos) << msg;
+  Checkpoint good = load_checkpoint(dir + "/checkpoint_4.safetensors");
+  for (auto& [n, t] : good.weights)
+    for (float v : t.to_float_vector()) EXPECT_TRUE(std::isfinite(v)) << n;
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, AveragingIsTheMeanOfTheTensors) {
+  const std::string dir = test::temp_dir("trainer_avg");
+  Checkpoint a, b;
+  a.weights["w"] = Tensor::from_vector({1, 2, 3}, {3});
+  b.weights["w"] = Tensor::from_vector({3, 6, -3}, {3});
+  a.recipe = b.recipe = "model: {d_model: 8}\n";
+  a.trainer["update"] = 1;
+  b.trainer["update"] = 2;
+  b.optimizer["exp_avg.w"] = Tensor::ones({3});
+  save_checkpoint(dir + "/a.safetensors", a);
+  save_checkpoint(dir + "/b.safetensors", b);
+  Checkpoint avg = average_checkpoints({dir + "/a.safetensors", dir + "/b.safetensors"});
+  EXPECT_EQ(avg.weights.at("w").to_float_vector(), (std::vector<float>{2, 4, 0}));
+  EXPECT_TRUE(avg.optimizer.empty());
+  EXPECT_EQ(avg.trainer.at("update"), 2);
+  Checkpoint c = b;
+  c.weights["w"] = Tensor::ones({4});
+  save_checkpoint(dir + "/c.safetensors", c);
+  EXPECT_NE(error_of([&] { average_checkpoints({dir + "/a.safetensors", dir + "/c.safetensors"}); }).find("tensor 'w' is [4]"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, EveryCheckpointLoadErrorIsOneClearSentence) {
+  const std::string dir = test::temp_dir("trainer_load");
+  RegressionTask task;
+  dist::SingleCommunicator comm;
+  Trainer(regression_recipe(dir, ""), task, comm).run();
+  const std::string good = dir + "/checkpoint_20.safetensors";
+  // Truncated: the last bytes are gone.
+  const auto size = fs::file_size(good);
+  fs::copy_file(good, dir + "/trunc.safetensors");
+  fs::resize_file(dir + "/trunc.safetensors", size - 10);
+  EXPECT_NE(error_of([&] { load_checkpoint(dir + "/trunc.safetensors"); }).find("truncated"), std::string::npos);
+  // Not a cmha checkpoint: plain safetensors without the metadata.
+  save_safetensors(dir + "/plain.safetensors", {{"weight", Tensor::zeros({1, 4})}});
+  EXPECT_NE(error_of([&] { load_checkpoint(dir + "/plain.safetensors"); }).find("is not a cmha checkpoint"),
+            std::string::npos);
+  // Missing tensor, extra tensor, wrong shape.
+  Checkpoint c = load_checkpoint(good);
+  std::map<std::string, Tensor> params{{"weight", Tensor::zeros({1, 4})}, {"bias", Tensor::zeros({1})}};
+  auto missing = c.weights;
+  missing.erase("bias");
+  EXPECT_EQ(error_of([&] { restore_weights("x.safetensors", missing, params); }),
+            "checkpoint 'x.safetensors' has no tensor 'bias' that the model needs");
+  auto extra = c.weights;
+  extra["extra"] = Tensor::zeros({2});
+  EXPECT_EQ(error_of([&] { restore_weights("x.safetensors", extra, params); }),
+            "checkpoint 'x.safetensors' holds tensor 'extra' that the model does not have");
+  auto wrong = c.weights;
+  wrong["weight"] = Tensor::zeros({4, 1});
+  EXPECT_EQ(error_of([&] { restore_weights("x.safetensors", wrong, params); }),
+            "checkpoint 'x.safetensors': tensor 'weight' is [4, 1] but the model expects [1, 4]");
+  // Resuming with a different architecture.
+  RegressionTask other;
+  const std::string arch = error_of([&] {
+    Trainer(regression_recipe(dir, "model: {d_model: 7}\n"), other, comm, TrainerHooks{nullptr, true}).run();
+  });
+  EXPECT_NE(arch.find("different model architecture"), std::string::npos) << arch;
+  fs::remove_all(dir);
+}
