@@ -271,6 +271,7 @@ TrainSummary Trainer::run() {
   double window_loss = 0, window_units = 0, window_correct = 0, gnorm = 0;
   int64_t window_updates = 0;
   const int64_t per_epoch = std::max<int64_t>(1, s.task.batches_per_epoch() / s.update_freq);
+  const int64_t first_update = s.update;
 
   auto done = [&] {
     return (s.max_updates > 0 && s.update >= s.max_updates) || (s.max_epochs > 0 && s.epoch >= s.max_epochs);
@@ -343,10 +344,17 @@ TrainSummary Trainer::run() {
       const auto now = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(now - t_window).count();
       const double rate = window_units / std::max(secs, 1e-9);
+      // ETA from the average update time of this session.
+      const int64_t planned = s.max_updates > 0 ? s.max_updates : s.max_epochs * per_epoch;
+      const double per_update = std::chrono::duration<double>(now - t_start).count() /
+                                static_cast<double>(std::max<int64_t>(1, s.update - first_update));
+      const double eta = per_update * static_cast<double>(std::max<int64_t>(0, planned - s.update));
       char line[256];
-      std::snprintf(line, sizeof line, "epoch %lld | update %lld | loss %.4f | lr %.3g | gnorm %.3f | %.0f %s/s",
-                    (long long)s.epoch + 1, (long long)s.update, window_loss / std::max(window_units, 1.0), lr, gnorm, rate,
-                    s.task.unit_name());
+      std::snprintf(line, sizeof line,
+                    "epoch %lld | update %lld/%lld | loss %.4f | lr %.3g | gnorm %.3f | %.0f %s/s | ETA %lldm%02llds",
+                    (long long)s.epoch + 1, (long long)s.update, (long long)planned,
+                    window_loss / std::max(window_units, 1.0), lr, gnorm, rate, s.task.unit_name(),
+                    (long long)eta / 60, (long long)eta % 60);
       if (s.comm.is_main()) {
         if (tty) std::fprintf(stderr, "\r\033[K%s", line);
         else if (log_now) std::fprintf(stderr, "%s\n", line);
