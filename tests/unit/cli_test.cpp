@@ -2,6 +2,9 @@
 // training on a tiny synthetic Fashion-MNIST.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <filesystem>
@@ -9,8 +12,12 @@
 #include "data/idx.h"
 #include "support/check.h"
 #include "tensor/safetensors.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
 
 using namespace cmha;
+using cmha::train::latest_checkpoint;
+using cmha::train::load_checkpoint;
 namespace fs = std::filesystem;
 
 namespace {
@@ -182,5 +189,31 @@ TEST(Cli, ResumeContinuesBitIdentically) {
   auto b = load_safetensors(dir + "/split/checkpoint_6.safetensors");
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (auto& [name, t] : a.tensors) EXPECT_TRUE(test::all_close(b.tensors.at(name), t, 0, 0)) << name;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, InterruptFinishesTheStepWritesACheckpointAndExits130) {
+  const std::string dir = test::temp_dir("cli_sigint");
+  write_tiny_fashion_mnist(dir, 64, 16);
+  const std::string run = dir + "/run";
+  const std::string cmd = std::string(CMHA_BINARY_DIR) + "/cmha train --threads 1 " + tiny_run(dir, run) +
+                          " train.max_updates=100000 train.max_epochs=0 lr.total=100000 > " + dir + "/log 2>&1";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until training is under way (a metrics row exists), then Ctrl-C.
+  for (int i = 0; i < 600 && !(fs::exists(run + "/metrics.jsonl") && fs::file_size(run + "/metrics.jsonl") > 0); ++i)
+    usleep(50000);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const std::string ckpt = latest_checkpoint(run);
+  ASSERT_FALSE(ckpt.empty());
+  EXPECT_NO_THROW(load_checkpoint(ckpt));
   fs::remove_all(dir);
 }
