@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "data/idx.h"
 #include "support/check.h"
@@ -215,5 +216,21 @@ TEST(Cli, InterruptFinishesTheStepWritesACheckpointAndExits130) {
   const std::string ckpt = latest_checkpoint(run);
   ASSERT_FALSE(ckpt.empty());
   EXPECT_NO_THROW(load_checkpoint(ckpt));
+  fs::remove_all(dir);
+}
+
+TEST(Cli, PlotDrawsThePngOfARun) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") != 0)
+    GTEST_SKIP() << "python3-matplotlib is not installed (install.sh installs it)";
+  const std::string dir = test::temp_dir("cli_plot");
+  fs::create_directories(dir + "/run");
+  std::ofstream(dir + "/run/metrics.jsonl") << R"({"split":"train","update":1,"loss":2.0})" "\n"
+                                            << R"({"split":"valid","update":1,"loss":1.5,"accuracy":40.0})" "\n";
+  Result r = cmha_run("plot " + dir + "/run -o " + dir + "/curves.png");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(fs::file_size(dir + "/curves.png"), 1000u);
+  Result missing = cmha_run("plot " + dir + "/nothing");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_TRUE(has(missing.output, "metrics.jsonl' does not exist")) << missing.output;
   fs::remove_all(dir);
 }
