@@ -13,6 +13,9 @@ int train_command(const Args& args);  // train.cpp
 int info_command(const Args& args);   // info.cpp
 int bench_command(const Args& args);  // bench.cpp
 int average_command(const Args& args);  // average.cpp
+int plot_command(const Args& args);     // plot.cpp
+int translate_command(const Args& args);  // translate.cpp
+int bleu_command(const Args& args);       // bleu.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
 // compiled in).

@@ -31,6 +31,9 @@ const char* kUsage =
     "  train   train a model from a YAML recipe (without one: the built-in Fashion-MNIST ViT)\n"
     "  bench   time full training steps of a recipe's transformer (one JSON line)\n"
     "  average average the weights of several checkpoints\n"
+    "  plot    draw the loss and metric curves of runs to a PNG\n"
+    "  translate translate text with a transformer checkpoint (beam search)\n"
+    "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
     "  info    show a checkpoint, or the build and the devices this machine offers\n"
     "\n"
     "options:\n"
@@ -78,6 +81,9 @@ int main(int argc, char** argv) {
         if (topic == "info") return info_command({"--help"});
         if (topic == "bench") return bench_command({"--help"});
         if (topic == "average") return average_command({"--help"});
+        if (topic == "plot") return plot_command({"--help"});
+        if (topic == "translate") return translate_command({"--help"});
+        if (topic == "bleu") return bleu_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -93,6 +99,9 @@ int main(int argc, char** argv) {
     if (command == "info") return info_command(args);
     if (command == "bench") return bench_command(args);
     if (command == "average") return average_command(args);
+    if (command == "plot") return plot_command(args);
+    if (command == "translate") return translate_command(args);
+    if (command == "bleu") return bleu_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

@@ -1,0 +1,136 @@
+#include "train/translator.h"
+
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <numeric>
+
+#include "autograd/engine.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/model_config.h"
+#include "train/recipe.h"
+
+namespace cmha::eval {
+
+namespace fs = std::filesystem;
+
+std::string Translator::default_spm_path(const std::string& checkpoint) {
+  const fs::path dir = fs::path(checkpoint).parent_path();
+  return (dir.empty() ? fs::path("spm.model") : dir / "spm.model").string();
+}
+
+Translator::Translator(const std::string& checkpoint, const TranslatorOptions& options) : options_(options) {
+  std::error_code ec;
+  CMHA_CHECK(fs::exists(checkpoint, ec) && !fs::is_directory(checkpoint, ec),
+             fs::is_directory(checkpoint, ec) ? "checkpoint '" + checkpoint + "' is a directory, not a checkpoint file"
+                                              : "checkpoint '" + checkpoint + "' does not exist");
+  if (options_.spm_path.empty()) options_.spm_path = default_spm_path(checkpoint);
+  const std::string& spm = options_.spm_path;
+  CMHA_CHECK(fs::is_regular_file(spm, ec),
+             "SentencePiece model '" + spm + "' does not exist (training writes spm.model next to the checkpoints; "
+             "pass --spm FILE to use another)");
+  CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
+
+  const train::Checkpoint ckpt = train::load_checkpoint(checkpoint);
+  const train::Recipe recipe = train::Recipe::parse(ckpt.recipe, checkpoint + " (recipe)");
+  const std::string kind = recipe.string("model.kind");
+  CMHA_CHECK(kind == "transformer", "checkpoint '" + checkpoint + "' holds a " + kind +
+                                        " model, but translation needs a transformer (model.kind: transformer)");
+  nn::TransformerConfig cfg = train::transformer_config(recipe);
+  Generator gen(0);  // every weight is overwritten below
+  model_ = std::make_unique<nn::Transformer>(cfg, gen);
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model_->named_parameters()) params[name] = p;
+  train::restore_weights(checkpoint, ckpt.weights, params);
+  model_->eval();
+  for (Tensor& p : model_->parameters()) p.set_requires_grad(false);
+
+  sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto status = sp_->Load(spm);
+  CMHA_CHECK(status.ok(), "SentencePiece model '" + spm + "' cannot be loaded: " + status.ToString());
+  const int64_t pieces = sp_->GetPieceSize();
+  CMHA_CHECK(pieces <= cfg.tgt_vocab, "SentencePiece model '" + spm + "' has " + std::to_string(pieces) +
+                                          " pieces but checkpoint '" + checkpoint + "' has a vocabulary of " +
+                                          std::to_string(cfg.tgt_vocab) + ": they do not belong together");
+  CMHA_CHECK(sp_->eos_id() >= 0, "SentencePiece model '" + spm + "' has no end-of-sentence piece (eos_id = -1)");
+  SearchOptions& s = options_.search;
+  s.eos = sp_->eos_id();
+  s.bos = sp_->bos_id() >= 0 ? sp_->bos_id() : s.eos;
+  s.pad = sp_->pad_id();
+  s.vocab_limit = pieces;
+  if (cfg.positions == "learned") max_source_ = cfg.max_positions;
+}
+
+Translator::~Translator() = default;
+
+std::vector<int64_t> Translator::encode(const std::string& line) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(line, &ids);
+  CMHA_CHECK(status.ok(), "SentencePiece cannot encode a line: " + status.ToString());
+  std::vector<int64_t> out(ids.begin(), ids.end());
+  if (max_source_ > 0 && static_cast<int64_t>(out.size()) >= max_source_)
+    out.resize(static_cast<size_t>(max_source_ - 1));  // the model cannot see more; keep room for the EOS
+  out.push_back(options_.search.eos);
+  return out;
+}
+
+std::string Translator::decode(const std::vector<int64_t>& ids) const {
+  std::vector<int> v;
+  v.reserve(ids.size());
+  for (int64_t id : ids) v.push_back(static_cast<int>(id));
+  return sp_->DecodeIds(v);
+}
+
+std::vector<Hypothesis> Translator::translate_ids(const std::vector<std::vector<int64_t>>& sources) {
+  autograd::NoGradGuard no_grad;
+  std::vector<Hypothesis> out;
+  if (sources.empty()) return out;
+  const int64_t B = static_cast<int64_t>(sources.size());
+  int64_t S = 1;
+  for (const auto& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()));
+  const int64_t pad_id = options_.search.pad >= 0 ? options_.search.pad : options_.search.eos;
+  std::vector<int64_t> ids(static_cast<size_t>(B * S), pad_id);
+  Tensor pad = Tensor::ones({B, S}, DType::b8);
+  bool* p = pad.data<bool>();
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t j = 0; j < sources[b].size(); ++j) {
+      ids[b * S + static_cast<int64_t>(j)] = sources[b][j];
+      p[b * S + static_cast<int64_t>(j)] = false;
+    }
+  std::vector<NBest> nbest = generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
+  for (NBest& n : nbest) out.push_back(n.empty() ? Hypothesis{} : std::move(n.front()));
+  return out;
+}
+
+std::vector<std::string> Translator::translate(const std::vector<std::string>& lines,
+                                               const std::function<void(size_t, size_t)>& on_batch) {
+  std::vector<std::vector<int64_t>> sources;
+  sources.reserve(lines.size());
+  for (const std::string& line : lines) sources.push_back(encode(line));
+  // Longest first, so the largest batch comes first; stable for equal lengths.
+  std::vector<size_t> order(lines.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  std::vector<std::string> out(lines.size());
+  size_t done = 0;
+  for (size_t i = 0; i < order.size();) {
+    // Sorted longest first: the batch's first sentence sets the padded length.
+    const int64_t longest = static_cast<int64_t>(sources[order[i]].size());
+    size_t j = i + 1;
+    while (j < order.size() && static_cast<int64_t>(j - i + 1) * longest <= options_.max_tokens) ++j;
+    std::vector<std::vector<int64_t>> batch;
+    for (size_t m = i; m < j; ++m) batch.push_back(sources[order[m]]);
+    const std::vector<Hypothesis> hyps = translate_ids(batch);
+    for (size_t m = i; m < j; ++m) out[order[m]] = decode(hyps[m - i].tokens);
+    done += j - i;
+    i = j;
+    if (on_batch) on_batch(done, order.size());
+  }
+  return out;
+}
+
+}  // namespace cmha::eval
