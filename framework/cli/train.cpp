@@ -10,6 +10,7 @@
 #include "train/image_task.h"
 #include "train/options.h"
 #include "train/trainer.h"
+#include "train/translation_task.h"
 
 namespace cmha::cli {
 namespace {
@@ -84,8 +85,9 @@ int train_command(const Args& args) {
                "train.task image_classification needs model.kind vit, got '" + recipe.string("model.kind") + "'");
     task = std::make_unique<train::ImageClassificationTask>(recipe, init_gen, comm.rank(), comm.size());
   } else {
-    throw Error("train.task '" + kind + "': this build cannot train it yet (the translation data pipeline is not "
-                "in cmha yet); image_classification works");
+    CMHA_CHECK(recipe.string("model.kind") == "transformer",
+               "train.task translation needs model.kind transformer, got '" + recipe.string("model.kind") + "'");
+    task = std::make_unique<train::TranslationTask>(recipe, init_gen, comm.rank(), comm.size());
   }
   std::fprintf(stderr, "cmha train: %s | %s, %lld parameters, attention %s | %d threads | run dir %s\n",
                recipe_path.empty() ? default_recipe_name() : recipe_path.c_str(), recipe.string("model.kind").c_str(),

@@ -105,6 +105,17 @@ std::vector<OptionSpec> build() {
   add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);
   add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
   add("train.log_every", T::integer, "50", "Write a metrics row (and a plain log line off-terminal) every N updates", 1);
+  // ---- translation data (translation_task) ----
+  add("data.train_prefix", T::string, "work/local_en_de/train", "Training corpus: <prefix>.<source_lang> and <prefix>.<target_lang>, line-aligned UTF-8");
+  add("data.valid_prefix", T::string, "work/local_en_de/dev", "Validation corpus prefix (as data.train_prefix)");
+  add("data.source_lang", T::string, "en", "Source-side file suffix");
+  add("data.target_lang", T::string, "de", "Target-side file suffix");
+  add("data.spm_model_type", T::string, "unigram", "Joint SentencePiece model trained once per run dir (<save_dir>/spm.model; size model.vocab_size)", -1e300, 1e300, {"unigram", "bpe"});
+  add("data.spm_sample_sentences", T::integer, "100000", "Sentences (of both sides) sampled to train the SentencePiece model; 0 = all", 0);
+  add("data.max_len", T::integer, "128", "Drop pairs with more tokens than this on either side (eos/bos included)", 1, 1 << 20);
+  add("data.max_tokens", T::integer, "4096", "Tokens per micro-batch: sentences × max(padded source, padded target)", 1, 1 << 24);
+  add("data.shuffle_window", T::integer, "100", "Batches' worth of shuffled pairs sorted by length together; 0 = the whole epoch", 0);
+  // ---- end translation data ----
   // Image data (IDX files: MNIST, Fashion-MNIST)
   add("data.train_images", T::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "Training images (IDX, gzip'd or plain)");
   add("data.train_labels", T::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz", "Training labels (IDX)");

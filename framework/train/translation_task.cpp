@@ -1,0 +1,265 @@
+#include "train/translation_task.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "autograd/engine.h"
+#include "autograd/ops.h"
+#include "data/text_corpus.h"
+#include "train/model_config.h"
+
+namespace cmha::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bumped whenever what goes into a cache changes (not its file format: that has its own version).
+constexpr uint64_t kCacheRecipe = 0x636d6861'74743031ull;  // "cmhatt01"
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Ranks other than 0 wait for rank 0 to write what they need (renamed into place, so whole when seen).
+void wait_for(const std::function<bool()>& ready, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!ready()) {
+    CMHA_CHECK(seconds_since(t0) < 3600, "waited an hour for rank 0 to write " + what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+uint64_t hash_lines(const std::vector<std::string>& lines) {
+  uint64_t h = data::hash_bytes(nullptr, 0, lines.size());
+  for (const auto& l : lines) h = data::hash_combine(h, data::hash_bytes(l.data(), l.size()));
+  return h;
+}
+
+std::vector<std::vector<int32_t>> encode_all(const std::vector<std::string>& lines, const data::SentencePieceVocab& v) {
+  std::vector<std::vector<int32_t>> ids(lines.size());
+  std::string error;
+  const int64_t n = static_cast<int64_t>(lines.size());
+#pragma omp parallel for schedule(dynamic, 256)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      const std::vector<int> e = v.encode(lines[i]);
+      ids[i].assign(e.begin(), e.end());
+    } catch (const std::exception& ex) {
+#pragma omp critical(cmha_encode_error)
+      if (error.empty()) error = ex.what();
+    }
+  }
+  CMHA_CHECK(error.empty(), error);
+  return ids;
+}
+
+struct SplitCaches {
+  data::TokenCache src, tgt;
+  bool encoded = false;
+};
+
+// <dir>/<name>.{src,tgt}.bin for this corpus and vocabulary: reused when their keys match, else (re)built
+// by rank 0 (`main`) while the other ranks wait.
+SplitCaches load_or_encode(const data::ParallelCorpus& c, const data::SentencePieceVocab& v, const std::string& dir,
+                           const std::string& name, bool main) {
+  const uint64_t base = data::hash_combine(kCacheRecipe, v.model_hash());
+  const uint64_t key_src = data::hash_combine(base, hash_lines(c.source));
+  const uint64_t key_tgt = data::hash_combine(base ^ 1, hash_lines(c.target));
+  const std::string src_path = (fs::path(dir) / (name + ".src.bin")).string();
+  const std::string tgt_path = (fs::path(dir) / (name + ".tgt.bin")).string();
+  SplitCaches out;
+  auto fresh = [&] {
+    uint64_t k1 = 0, k2 = 0;
+    return data::TokenCache::read_key(src_path, &k1) && k1 == key_src && data::TokenCache::read_key(tgt_path, &k2) &&
+           k2 == key_tgt;
+  };
+  if (!main) {
+    wait_for(fresh, "the token caches " + src_path + " and " + tgt_path);
+  } else if (!fresh()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    data::TokenCache::write(src_path, key_src, encode_all(c.source, v));
+    data::TokenCache::write(tgt_path, key_tgt, encode_all(c.target, v));
+    out.encoded = true;
+    std::fprintf(stderr, "data: encoded %zu pairs of %s / %s into %s/%s.{src,tgt}.bin in %.1f s\n", c.size(),
+                 c.source_path.c_str(), c.target_path.c_str(), dir.c_str(), name.c_str(), seconds_since(t0));
+  }
+  out.src = data::TokenCache(src_path);
+  out.tgt = data::TokenCache(tgt_path);
+  CMHA_CHECK(out.src.key() == key_src && out.tgt.key() == key_tgt && out.src.size() == out.tgt.size() &&
+                 out.src.size() == static_cast<int64_t>(c.size()),
+             "token caches '" + src_path + "' and '" + tgt_path + "' changed while being read (another run?)");
+  return out;
+}
+
+std::pair<std::vector<int32_t>, std::vector<int32_t>> model_lengths(const data::TokenCache& src,
+                                                                     const data::TokenCache& tgt) {
+  std::vector<int32_t> s(src.size()), t(tgt.size());
+  for (int64_t i = 0; i < src.size(); ++i) {
+    s[i] = static_cast<int32_t>(src.length(i) + 1);  // + eos
+    t[i] = static_cast<int32_t>(tgt.length(i) + 1);  // + bos (input) / eos (output)
+  }
+  return {std::move(s), std::move(t)};
+}
+
+}  // namespace
+
+TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank, int world) : rank_(rank) {
+  const bool verbose = rank == 0;
+  const nn::TransformerConfig cfg = transformer_config(r);
+  const std::string save_dir = r.string("train.save_dir");
+  const std::string src_lang = r.string("data.source_lang"), tgt_lang = r.string("data.target_lang");
+  CMHA_CHECK(src_lang != tgt_lang, "data.source_lang and data.target_lang are both '" + src_lang + "'");
+  label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
+  const uint64_t seed = static_cast<uint64_t>(r.integer("train.seed"));
+
+  // The corpora are always read and checked (a fraction of a second); only encoding is cached.
+  data::ParallelCorpus train = data::read_parallel_corpus(r.string("data.train_prefix"), src_lang, tgt_lang);
+  data::ParallelCorpus valid = data::read_parallel_corpus(r.string("data.valid_prefix"), src_lang, tgt_lang);
+
+  data::SentencePieceOptions so;
+  so.vocab_size = r.integer("model.vocab_size");
+  so.model_type = r.string("data.spm_model_type");
+  so.sample_sentences = r.integer("data.spm_sample_sentences");
+  so.seed = seed;
+  so.num_threads = omp_get_max_threads();
+  const std::string spm_path = (fs::path(save_dir) / "spm.model").string();
+  if (rank != 0) wait_for([&] { return fs::exists(spm_path); }, "the SentencePiece model " + spm_path);
+  const bool had_model = fs::exists(spm_path);
+  std::vector<const std::string*> joint;
+  if (!had_model) {
+    joint.reserve(2 * train.size());
+    for (const auto& s : train.source) joint.push_back(&s);
+    for (const auto& s : train.target) joint.push_back(&s);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  vocab_ = std::make_unique<data::SentencePieceVocab>(data::SentencePieceVocab::load_or_train(spm_path, so, joint));
+  if (verbose && !had_model)
+    std::fprintf(stderr, "data: trained a joint %s SentencePiece model of %lld pieces on %lld of %zu sentences in %.1f s: %s\n",
+                 so.model_type.c_str(), static_cast<long long>(vocab_->size()),
+                 static_cast<long long>(so.sample_sentences > 0 ? std::min<int64_t>(so.sample_sentences, joint.size())
+                                                                : static_cast<int64_t>(joint.size())),
+                 joint.size(), seconds_since(t0), spm_path.c_str());
+  CMHA_CHECK(vocab_->size() == cfg.src_vocab, "SentencePiece model '" + spm_path + "' has " +
+                                                  std::to_string(vocab_->size()) + " pieces but model.vocab_size is " +
+                                                  std::to_string(cfg.src_vocab));
+
+  const std::string cache_dir = (fs::path(save_dir) / "cache").string();
+  SplitCaches tc = load_or_encode(train, *vocab_, cache_dir, "train", verbose);
+  SplitCaches vc = load_or_encode(valid, *vocab_, cache_dir, "valid", verbose);
+  encoded_ = tc.encoded || vc.encoded;
+  train_src_ = std::move(tc.src);
+  train_tgt_ = std::move(tc.tgt);
+  valid_src_ = std::move(vc.src);
+  valid_tgt_ = std::move(vc.tgt);
+
+  data::BatchingOptions bo;
+  bo.max_tokens = r.integer("data.max_tokens");
+  bo.max_len = r.integer("data.max_len");
+  bo.shuffle_window = r.integer("data.shuffle_window");
+  bo.seed = seed;
+  bo.rank = rank;
+  bo.world = world;
+  CMHA_CHECK(cfg.positions != "learned" || bo.max_len <= cfg.max_positions,
+             "data.max_len " + std::to_string(bo.max_len) + " is longer than model.max_positions " +
+                 std::to_string(cfg.max_positions) + " of the learned position embeddings");
+  auto [ts, tt] = model_lengths(train_src_, train_tgt_);
+  train_batcher_ = std::make_unique<data::TokenBatcher>(std::move(ts), std::move(tt), bo);
+  data::BatchingOptions vo = bo;
+  vo.rank = 0;
+  vo.world = 1;
+  auto [vs, vt] = model_lengths(valid_src_, valid_tgt_);
+  const data::TokenBatcher valid_batcher(std::move(vs), std::move(vt), vo);
+  valid_batches_ = valid_batcher.sorted_batches();
+  if (verbose) {
+    std::fprintf(stderr, "data: train %lld of %lld pairs, valid %lld of %lld (dropped %lld and %lld longer than data.max_len %lld)\n",
+                 static_cast<long long>(train_batcher_->kept()), static_cast<long long>(train_batcher_->pairs()),
+                 static_cast<long long>(valid_batcher.kept()), static_cast<long long>(valid_batcher.pairs()),
+                 static_cast<long long>(train_batcher_->dropped()), static_cast<long long>(valid_batcher.dropped()),
+                 static_cast<long long>(bo.max_len));
+  }
+  CMHA_CHECK(valid_batcher.kept() > 0, "no validation pair of '" + valid.source_path + "' is within data.max_len " +
+                                           std::to_string(bo.max_len));
+  start_epoch(0);  // batches_per_epoch() is known before training starts
+  CMHA_CHECK(!batches_.empty(), "the training data make fewer batches than the " + std::to_string(world) +
+                                    " ranks (" + std::to_string(train_batcher_->kept()) + " pairs kept)");
+  model_ = std::make_shared<nn::Transformer>(cfg, init_gen);
+}
+
+void TranslationTask::start_epoch(int64_t epoch) {
+  if (epoch != epoch_) batches_ = train_batcher_->epoch_batches(epoch);
+  epoch_ = epoch;
+  position_ = 0;
+}
+
+BatchLoss TranslationTask::next_batch_loss() {
+  CMHA_CHECK(has_next_batch(), "TranslationTask: no batch left in epoch " + std::to_string(epoch_));
+  const data::Batch& idx = batches_[position_++];
+  const data::TranslationBatch b = data::make_batch(train_src_, train_tgt_, idx, data::SentencePieceVocab::kPad,
+                                                    data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+  model_->train();
+  Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);  // [B, T, V]
+  const int64_t V = logits.size(2);
+  Tensor flat = logits.reshape({-1, V});
+  Tensor target = b.tgt_out.reshape({-1});
+  BatchLoss out;
+  out.loss_sum = cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum);
+  out.units = b.tgt_tokens;
+  const auto pred = argmax(flat.detach(), 1).to_i64_vector();
+  const int64_t* y = target.data<int64_t>();
+  for (size_t i = 0; i < pred.size(); ++i) out.correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
+  return out;
+}
+
+std::map<std::string, double> TranslationTask::validate() {
+  autograd::NoGradGuard no_grad;
+  model_->eval();
+  double loss = 0, nll = 0, tokens = 0, correct = 0;
+  for (const data::Batch& idx : valid_batches_) {
+    const data::TranslationBatch b = data::make_batch(valid_src_, valid_tgt_, idx, data::SentencePieceVocab::kPad,
+                                                      data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+    Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);
+    const int64_t V = logits.size(2);
+    Tensor flat = logits.reshape({-1, V});
+    Tensor target = b.tgt_out.reshape({-1});
+    nll += cross_entropy(flat, target, 0.0f, data::SentencePieceVocab::kPad, Reduction::sum).item();
+    loss += label_smoothing_ > 0
+                ? cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum).item()
+                : 0.0;
+    tokens += static_cast<double>(b.tgt_tokens);
+    const auto pred = argmax(flat, 1).to_i64_vector();
+    const int64_t* y = target.data<int64_t>();
+    for (size_t i = 0; i < pred.size(); ++i) correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
+  }
+  if (label_smoothing_ <= 0) loss = nll;
+  model_->train();
+  const double n = std::max(tokens, 1.0);
+  return {{"loss", loss / n},
+          {"nll_loss", nll / n},
+          {"perplexity", std::exp(nll / n)},
+          {"accuracy", 100.0 * correct / n}};
+}
+
+nlohmann::json TranslationTask::data_state() const {
+  return {{"epoch", epoch_}, {"position", position_}, {"batches", static_cast<int64_t>(batches_.size())}};
+}
+
+void TranslationTask::restore_data_state(const nlohmann::json& s) {
+  start_epoch(s.at("epoch").get<int64_t>());
+  const int64_t position = s.at("position").get<int64_t>();
+  if (s.contains("batches") && s.at("batches").get<int64_t>() != static_cast<int64_t>(batches_.size()) && rank_ == 0)
+    std::fprintf(stderr,
+                 "data: warning: the checkpoint's epoch %lld had %lld batches, this recipe makes %zu (data.max_tokens, "
+                 "data.max_len, the corpus or the ranks changed): the resume is not exact\n",
+                 static_cast<long long>(epoch_), static_cast<long long>(s.at("batches").get<int64_t>()),
+                 batches_.size());
+  position_ = std::min<int64_t>(position, static_cast<int64_t>(batches_.size()));
+}
+
+}  // namespace cmha::train

@@ -1,0 +1,59 @@
+#pragma once
+// Machine translation with the encoder-decoder transformer on a line-aligned
+// parallel corpus (data.train_prefix / data.valid_prefix + "." + language).
+// A joint SentencePiece model over both training sides is trained once per
+// run directory (<train.save_dir>/spm.model) and reused; each split is encoded
+// once into memory-mapped token caches (<train.save_dir>/cache/) that are
+// rebuilt when the corpus or the SentencePiece model changes. Batches hold
+// about data.max_tokens tokens (data/token_batches.h); the loss is the
+// label-smoothed cross-entropy summed over the non-padding target tokens.
+#include <memory>
+
+#include "data/sentencepiece_vocab.h"
+#include "data/token_batches.h"
+#include "data/token_cache.h"
+#include "nn/transformer.h"
+#include "train/recipe.h"
+#include "train/task.h"
+
+namespace cmha::train {
+
+class TranslationTask : public Task {
+ public:
+  TranslationTask(const Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
+  nn::Module& model() override { return *model_; }
+  const char* unit_name() const override { return "tokens"; }
+  void start_epoch(int64_t epoch) override;
+  bool has_next_batch() const override { return position_ < static_cast<int64_t>(batches_.size()); }
+  BatchLoss next_batch_loss() override;
+  int64_t batches_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
+  // loss: label-smoothed (train.label_smoothing) cross-entropy per target token,
+  // nll_loss: without smoothing, perplexity: exp(nll_loss), accuracy: % of
+  // target tokens predicted right. Nats.
+  std::map<std::string, double> validate() override;
+  nlohmann::json data_state() const override;
+  void restore_data_state(const nlohmann::json& state) override;
+
+  nn::Transformer& transformer() { return *model_; }
+  const data::SentencePieceVocab& vocab() const { return *vocab_; }
+  const data::TokenBatcher& train_batcher() const { return *train_batcher_; }
+  const std::vector<data::Batch>& current_batches() const { return batches_; }
+  const data::TokenCache& train_source() const { return train_src_; }
+  const data::TokenCache& train_target() const { return train_tgt_; }
+  // Whether the constructor encoded the splits (false: both caches were reused).
+  bool encoded_caches() const { return encoded_; }
+
+ private:
+  std::shared_ptr<nn::Transformer> model_;
+  std::unique_ptr<data::SentencePieceVocab> vocab_;
+  data::TokenCache train_src_, train_tgt_, valid_src_, valid_tgt_;
+  std::unique_ptr<data::TokenBatcher> train_batcher_;
+  std::vector<data::Batch> valid_batches_;
+  float label_smoothing_;
+  int rank_;
+  bool encoded_ = false;
+  int64_t epoch_ = -1, position_ = 0;
+  std::vector<data::Batch> batches_;  // this rank's batches of epoch_
+};
+
+}  // namespace cmha::train
