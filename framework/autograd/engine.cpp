@@ -10,6 +10,7 @@ namespace cmha::autograd {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local bool g_autocast_bf16 = false;
 std::atomic<uint64_t> g_sequence{0};
 
 bool input_wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
@@ -24,6 +25,8 @@ Tensor owned(Tensor g) {
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+bool autocast_bf16() { return g_autocast_bf16; }
+void set_autocast_bf16(bool on) { g_autocast_bf16 = on; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
 bool needs_grad(std::initializer_list<Tensor> inputs) {

@@ -89,10 +89,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     bias.check_dtype(DType::f32, "linear bias");
   }
   const int64_t in = w.size(1), outf = w.size(0);
+  // Under bf16 autocast the GEMMs read bf16 copies of x, W and the incoming
+  // gradient and write f32: the weights and every gradient stay f32.
+  const bool bf16 = autograd::autocast_bf16() && x.dtype() == DType::f32;
+  const DType out_dtype = x.dtype();
   // Shapes: x[..., in] -> x2[N, in] -> y2[N, out] -> y[..., out]
   Tensor x2 = x.detach().reshape({-1, in});
-  Tensor y2 = Tensor::empty({x2.size(0), outf}, x.dtype());
-  if (y2.numel() > 0) cpu::matmul_into(dense_inner(x2), w.detach().transpose(0, 1), bias.defined() ? bias.detach() : Tensor(), y2);
+  Tensor w2 = w.detach();
+  if (bf16) {
+    x2 = x2.to(DType::bf16);
+    w2 = w2.to(DType::bf16);
+  }
+  Tensor y2 = Tensor::empty({x2.size(0), outf}, out_dtype);
+  if (y2.numel() > 0) cpu::matmul_into(dense_inner(x2), w2.transpose(0, 1), bias.defined() ? bias.detach() : Tensor(), y2);
   Shape out_shape = x.shape();
   out_shape.back() = outf;
   Tensor out = y2.view(out_shape);
@@ -100,17 +109,18 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     const bool gx = x.requires_grad(), gw = w.requires_grad(), gbias = bias.defined() && bias.requires_grad();
     Shape x_shape = x.shape();
     autograd::record(out, "linear", {x, w, bias},
-                     [x2, w = w.detach(), gx, gw, gbias, x_shape, in, outf](const Tensor& g) {
+                     [x2, w2, gx, gw, gbias, x_shape, in, outf, bf16, out_dtype](const Tensor& g) {
                        Tensor g2 = g.reshape({-1, outf});  // [N, out]
+                       Tensor gm = dense_inner(bf16 ? g2.to(DType::bf16) : g2);
                        std::vector<Tensor> grads(3);
                        if (gx) {  // [N, out] @ [out, in] -> [N, in]
-                         Tensor dx = Tensor::empty({g2.size(0), in}, g2.dtype());
-                         cpu::matmul_into(dense_inner(g2), w, Tensor(), dx);
+                         Tensor dx = Tensor::empty({g2.size(0), in}, out_dtype);
+                         cpu::matmul_into(gm, w2, Tensor(), dx);
                          grads[0] = dx.view(x_shape);
                        }
                        if (gw) {  // [out, N] @ [N, in] -> [out, in]
-                         Tensor dw = Tensor::empty({outf, in}, g2.dtype());
-                         cpu::matmul_into(dense_inner(g2).transpose(0, 1), dense_inner(x2), Tensor(), dw);
+                         Tensor dw = Tensor::empty({outf, in}, out_dtype);
+                         cpu::matmul_into(gm.transpose(0, 1), dense_inner(x2), Tensor(), dw);
                          grads[1] = dw;
                        }
                        if (gbias) grads[2] = sum(g2.to(DType::f32), {0});

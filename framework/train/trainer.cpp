@@ -9,6 +9,7 @@
 #include <fstream>
 #include <regex>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
@@ -96,7 +97,7 @@ struct Trainer::Impl {
   int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite;
   double clip_norm;
   std::string best_metric;
-  bool maximize;
+  bool maximize, bf16;
 
   Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h) : recipe(r), task(t), comm(c), hooks(std::move(h)) {
     dir = r.string("train.save_dir");
@@ -113,6 +114,7 @@ struct Trainer::Impl {
     clip_norm = r.real("train.clip_norm");
     best_metric = r.string("train.best_metric");
     maximize = r.string("train.best_mode") == "max";
+    bf16 = r.boolean("train.bf16");
 
     for (auto& [name, p] : task.model().named_parameters()) {
       p.set_name(name);
@@ -294,6 +296,7 @@ TrainSummary Trainer::run() {
     s.adam->zero_grad();
     double loss = 0, units = 0, correct = 0;
     for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
+      autograd::AutocastGuard autocast(s.bf16);
       BatchLoss b = s.task.next_batch_loss();
       b.loss_sum.backward();
       loss += b.loss_sum.item();

@@ -157,3 +157,29 @@ TEST(Views, Gradcheck) {
   EXPECT_TRUE(gradcheck([](In t) { return t[0].slice(0, 1, 2).expand({5, 3, 4}); }, {x()}));
   EXPECT_TRUE(gradcheck([](In t) { return t[0].unsqueeze(1).squeeze(1).flatten(); }, {x()}));
 }
+
+TEST(LinearOp, Bf16AutocastKeepsF32WeightsAndGradients) {
+  Tensor x = random_tensor({6, 32}, 1, -1, 1, true), w = random_tensor({8, 32}, 2, -1, 1, true),
+         b = random_tensor({8}, 3, -1, 1, true);
+  Tensor g = random_tensor({6, 8}, 4);
+  linear(x, w, b).backward(g);
+  const Tensor ref = linear(x.detach(), w.detach(), b.detach());
+  const Tensor dx = x.grad(), dw = w.grad(), db = b.grad();
+  x.zero_grad();
+  w.zero_grad();
+  b.zero_grad();
+  Tensor y;
+  {
+    autograd::AutocastGuard autocast(true);
+    y = linear(x, w, b);
+  }
+  EXPECT_EQ(y.dtype(), DType::f32);
+  EXPECT_TRUE(all_close(y, ref, 0.05f, 0.02f));  // bf16 inputs: ~3 significant digits
+  EXPECT_FALSE(all_close(y, ref, 1e-6f, 1e-6f)) << "autocast did not change the arithmetic";
+  y.backward(g);
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_TRUE(all_close(x.grad(), dx, 0.05f, 0.02f));
+  EXPECT_TRUE(all_close(w.grad(), dw, 0.05f, 0.02f));
+  EXPECT_TRUE(all_close(b.grad(), db, 1e-5f, 1e-5f));
+  EXPECT_FALSE(autograd::autocast_bf16());
+}

@@ -185,3 +185,21 @@ TEST(Trainer, EveryCheckpointLoadErrorIsOneClearSentence) {
   EXPECT_NE(arch.find("different model architecture"), std::string::npos) << arch;
   fs::remove_all(dir);
 }
+
+TEST(Trainer, Bf16AutocastTrainsToo) {
+  const std::string dir = test::temp_dir("trainer_bf16");
+  RegressionTask task;
+  dist::SingleCommunicator comm;
+  const double before = task.validate().at("loss");
+  TrainSummary s = Trainer(regression_recipe(dir, "") , task, comm).run();
+  fs::remove_all(dir);
+  RegressionTask task16;
+  TrainSummary s16 = Trainer(Recipe::parse("optim: {name: adam, lr: 0.05, betas: [0.9, 0.999], eps: 1e-8}\n"
+                                           "lr: {schedule: constant, warmup: 0}\n"
+                                           "train: {save_dir: " + dir + ", max_epochs: 5, log_every: 100, bf16: true}\n"),
+                             task16, comm).run();
+  EXPECT_LT(s16.last_validation.at("loss"), before * 0.5);
+  EXPECT_NE(s16.last_validation.at("loss"), s.last_validation.at("loss"));  // the arithmetic did change
+  EXPECT_NEAR(s16.last_validation.at("loss"), s.last_validation.at("loss"), 0.1 * before);
+  fs::remove_all(dir);
+}
