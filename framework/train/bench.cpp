@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
@@ -75,8 +76,10 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   r.parameters = model.num_parameters();
   r.threads = omp_get_max_threads();
   r.target_tokens = B * (T - 1);
+  const bool bf16 = recipe.boolean("train.bf16");
   for (int i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    autograd::AutocastGuard autocast(bf16);
     adam.zero_grad();
     Tensor logits = model.forward(src, src_pad, tgt_in);  // [B, T-1, V]
     Tensor loss = cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
