@@ -1,9 +1,11 @@
 #include "backend/cpu/onednn.h"
 
+#include <omp.h>
+
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <sstream>
 #include <unordered_map>
+#include <vector>
 
 namespace cmha::cpu {
 
@@ -38,18 +40,41 @@ struct Cached {
   dnnl::memory::desc a, b, bias, c;
 };
 
+// The cache key: the geometry of every operand plus the thread count. With
+// the OpenMP runtime a primitive fixes its thread decomposition when it is
+// created (brgemm matmul runs exactly that many threads), so a primitive made
+// under omp_set_num_threads(1) must not serve a later 2-thread call.
+// Flat integers rather than a formatted string: the lookup runs on every call.
+using Key = std::vector<int64_t>;
+
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t v : k) {
+      h ^= static_cast<uint64_t>(v);
+      h *= 0x100000001b3ull;
+    }
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
 std::mutex g_mutex;
-std::unordered_map<std::string, Cached> g_cache;
+std::unordered_map<Key, Cached, KeyHash> g_cache;
 size_t g_created = 0;
 
-void key_of(std::ostringstream& os, const Tensor& t) {
-  os << dtype_name(t.dtype()) << shape_str(t.shape()) << shape_str(t.strides()) << ';';
+void key_of(Key& k, const Tensor& t) {
+  k.push_back(static_cast<int64_t>(t.dtype()));
+  k.push_back(t.dim());
+  k.insert(k.end(), t.shape().begin(), t.shape().end());
+  k.insert(k.end(), t.strides().begin(), t.strides().end());
 }
 
 }  // namespace
 
 void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c) {
-  std::ostringstream key;
+  thread_local Key key;  // reused: no allocation once it has grown
+  key.clear();
+  key.push_back(omp_get_max_threads());
   key_of(key, a);
   key_of(key, b);
   key_of(key, c);
@@ -57,7 +82,7 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c
   const Cached* entry;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_cache.find(key.str());
+    auto it = g_cache.find(key);
     if (it == g_cache.end()) {
       Cached e;
       e.a = desc_of(a);
@@ -77,7 +102,7 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c
         throw Error("oneDNN matmul cannot run " + a.describe() + " @ " + b.describe() + ": " + err.what());
       }
       ++g_created;
-      it = g_cache.emplace(key.str(), std::move(e)).first;
+      it = g_cache.emplace(key, std::move(e)).first;
     }
     entry = &it->second;
   }

@@ -1,7 +1,7 @@
 #pragma once
 // The oneDNN side of the CPU backend: one engine and stream for the process,
-// and matmul primitives cached by geometry (creating a primitive costs far
-// more than running a small one).
+// and matmul primitives cached by geometry and OpenMP thread count (creating
+// a primitive costs far more than running a small one).
 #include "tensor/tensor.h"
 
 namespace cmha::cpu {
