@@ -1,11 +1,91 @@
 #include "tensor/storage.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "tensor/error.h"
 
 namespace cmha {
+
+namespace {
+
+constexpr size_t kCacheMin = size_t{1} << 20;
+constexpr size_t kHugePage = size_t{2} << 20;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheEnabled = false;
+#else
+constexpr bool kCacheEnabled = true;
+#endif
+
+size_t cache_cap() {
+  static const size_t cap = [] {
+    const char* env = std::getenv("CMHA_CPU_CACHE_MB");
+    return (env ? std::stoull(env) : 4096ull) << 20;
+  }();
+  return cap;
+}
+
+struct BlockCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by rounded size
+  size_t bytes = 0;
+};
+BlockCache& block_cache() {
+  static BlockCache* c = new BlockCache;  // never destroyed: storages may die after static teardown
+  return *c;
+}
+
+size_t rounded_size(size_t nbytes) {
+  size_t r = (nbytes + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
+  if (r >= kHugePage) r = (r + kHugePage - 1) / kHugePage * kHugePage;
+  return r == 0 ? Storage::kAlignment : r;
+}
+
+void* take_cached(size_t rounded) {
+  if (!kCacheEnabled || rounded < kCacheMin) return nullptr;
+  BlockCache& c = block_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.free_blocks.find(rounded);
+  if (it == c.free_blocks.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  c.bytes -= rounded;
+  return p;
+}
+
+bool give_cached(void* p, size_t rounded) {
+  if (!kCacheEnabled || rounded < kCacheMin) return false;
+  BlockCache& c = block_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.bytes + rounded > cache_cap()) return false;
+  c.free_blocks[rounded].push_back(p);
+  c.bytes += rounded;
+  return true;
+}
+
+}  // namespace
+
+size_t cached_cpu_bytes() {
+  BlockCache& c = block_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.bytes;
+}
+
+void release_cached_cpu_memory() {
+  BlockCache& c = block_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [size, blocks] : c.free_blocks)
+    for (void* p : blocks) std::free(p);
+  c.free_blocks.clear();
+  c.bytes = 0;
+}
 
 #ifdef CMHA_WITH_CUDA
 void* cuda_alloc(size_t nbytes, int device);
@@ -15,9 +95,14 @@ void cuda_free(void* p, int device);
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
     // aligned_alloc needs a size that is a multiple of the alignment.
-    size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    if (rounded == 0) rounded = kAlignment;
-    data_ = std::aligned_alloc(kAlignment, rounded);
+    const size_t rounded = rounded_size(nbytes);
+    if ((data_ = take_cached(rounded))) return;
+    if (rounded >= kHugePage) {
+      data_ = std::aligned_alloc(kHugePage, rounded);
+      if (data_) madvise(data_, rounded, MADV_HUGEPAGE);
+    } else {
+      data_ = std::aligned_alloc(kAlignment, rounded);
+    }
     if (!data_) throw std::bad_alloc();
     return;
   }
@@ -31,7 +116,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 Storage::~Storage() {
   if (!data_) return;
   if (device_.is_cpu()) {
-    std::free(data_);
+    if (!give_cached(data_, rounded_size(nbytes_))) std::free(data_);
     return;
   }
 #ifdef CMHA_WITH_CUDA

@@ -63,3 +63,27 @@ TEST(Tensor, DevicesParseAndCudaIsAnErrorWithoutTheBackend) {
   EXPECT_THROW(Tensor::zeros({2}, DType::f32, Device::cuda(0)), Error);
 #endif
 }
+
+TEST(Tensor, LargeFreedBlocksAreReusedAndCanBeReleased) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the block cache is off under AddressSanitizer";
+#else
+  release_cached_cpu_memory();
+  void* first;
+  {
+    Tensor t = Tensor::empty({3, 1 << 20});  // 12 MiB
+    first = t.raw_data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (2 << 20), 0u);  // huge-page aligned
+  }
+  EXPECT_EQ(cached_cpu_bytes(), size_t{12} << 20);
+  Tensor again = Tensor::empty({3 << 20});  // the same size in another shape
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+  { Tensor small = Tensor::empty({1000}); }  // small blocks go back to malloc
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+  { Tensor other = Tensor::empty({1 << 20}); }
+  EXPECT_GT(cached_cpu_bytes(), 0u);
+  release_cached_cpu_memory();
+  EXPECT_EQ(cached_cpu_bytes(), 0u);
+#endif
+}
