@@ -73,10 +73,12 @@ std::vector<OptionSpec> build() {
   add_attention_group(r, "model.decoder_attention", " (decoder self-attention; inherits model.attention)");
   add_attention_group(r, "model.cross_attention", " (decoder cross-attention; inherits model.attention)");
   // Optimiser and loss
-  add("optim.name", T::string, "adam", "Optimiser", -1e300, 1e300, {"adam", "adamw"});
+  add("optim.name", T::string, "adam", "Optimiser", -1e300, 1e300, {"adam", "adamw", "sgd"});
   add("optim.lr", T::real, "5e-4", "Peak learning rate", 0);
   add("optim.betas", T::real_list, "[0.9, 0.98]", "Adam betas");
   add("optim.eps", T::real, "1e-9", "Adam epsilon", 0);
+  add("optim.momentum", T::real, "0.9", "SGD momentum", 0, 1);
+  add("optim.nesterov", T::boolean, "false", "SGD with Nesterov momentum");
   add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
   add("lr.schedule", T::string, "inverse_sqrt", "Learning-rate schedule (peak optim.lr)", -1e300, 1e300,
       {"constant", "inverse_sqrt", "noam", "cosine"});

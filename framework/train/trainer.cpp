@@ -16,6 +16,7 @@
 #include "optim/ema.h"
 #include "train/checkpoint.h"
 #include "optim/schedule.h"
+#include "optim/sgd.h"
 
 namespace cmha::train {
 
@@ -85,7 +86,8 @@ struct Trainer::Impl {
   TrainerHooks hooks;
   std::string dir;
   std::vector<std::pair<std::string, Tensor>> params;  // named, unique
-  std::unique_ptr<optim::Adam> adam;
+  std::unique_ptr<optim::Adam> adam;  // exactly one of adam and sgd
+  std::unique_ptr<optim::SGD> sgd;
   std::unique_ptr<optim::ExponentialMovingAverage> ema;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::shared_ptr<Generator> dropout_gen;
@@ -120,18 +122,29 @@ struct Trainer::Impl {
       p.set_name(name);
       params.emplace_back(name, p);
     }
-    const auto betas = r.reals("optim.betas");
-    CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
-    optim::AdamOptions o;
-    o.lr = r.real("optim.lr");
-    o.beta1 = betas[0];
-    o.beta2 = betas[1];
-    o.eps = r.real("optim.eps");
-    o.weight_decay = r.real("optim.weight_decay");
-    o.decoupled_weight_decay = r.string("optim.name") == "adamw";
-    std::vector<optim::AdamParam> ap;
-    for (auto& [name, p] : params) ap.push_back({p, decays(name)});
-    adam = std::make_unique<optim::Adam>(std::move(ap), o);
+    if (r.string("optim.name") == "sgd") {
+      optim::SgdOptions o;
+      o.lr = r.real("optim.lr");
+      o.momentum = r.real("optim.momentum");
+      o.nesterov = r.boolean("optim.nesterov");
+      o.weight_decay = r.real("optim.weight_decay");
+      std::vector<optim::SgdParam> sp;
+      for (auto& [name, p] : params) sp.push_back({p, decays(name)});
+      sgd = std::make_unique<optim::SGD>(std::move(sp), o);
+    } else {
+      const auto betas = r.reals("optim.betas");
+      CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
+      optim::AdamOptions o;
+      o.lr = r.real("optim.lr");
+      o.beta1 = betas[0];
+      o.beta2 = betas[1];
+      o.eps = r.real("optim.eps");
+      o.weight_decay = r.real("optim.weight_decay");
+      o.decoupled_weight_decay = r.string("optim.name") == "adamw";
+      std::vector<optim::AdamParam> ap;
+      for (auto& [name, p] : params) ap.push_back({p, decays(name)});
+      adam = std::make_unique<optim::Adam>(std::move(ap), o);
+    }
     if (r.real("train.ema_decay") > 0) {
       std::vector<Tensor> ps;
       for (auto& [n, p] : params) ps.push_back(p);
@@ -148,13 +161,16 @@ struct Trainer::Impl {
     Checkpoint c;
     c.recipe = recipe.dump();
     for (auto& [name, p] : params) c.weights[name] = p;
-    const auto& state = adam->state();
     nlohmann::json steps = nlohmann::json::object();
-    for (size_t i = 0; i < params.size(); ++i) {
-      c.optimizer["exp_avg." + params[i].first] = state[i].exp_avg;
-      c.optimizer["exp_avg_sq." + params[i].first] = state[i].exp_avg_sq;
-      steps[params[i].first] = state[i].step;
+    for (size_t i = 0; adam && i < params.size(); ++i) {
+      const auto& st = adam->state()[i];
+      c.optimizer["exp_avg." + params[i].first] = st.exp_avg;
+      c.optimizer["exp_avg_sq." + params[i].first] = st.exp_avg_sq;
+      steps[params[i].first] = st.step;
     }
+    for (size_t i = 0; sgd && i < params.size(); ++i)  // undefined until a parameter's first gradient
+      if (sgd->state()[i].momentum_buffer.defined())
+        c.optimizer["momentum_buffer." + params[i].first] = sgd->state()[i].momentum_buffer;
     if (ema)
       for (size_t i = 0; i < params.size(); ++i) c.ema[params[i].first] = ema->shadow()[i];
     c.trainer = {{"update", update},         {"epoch", epoch},
@@ -193,8 +209,12 @@ struct Trainer::Impl {
     std::map<std::string, Tensor> named(params.begin(), params.end());
     restore_weights(path, c.weights, named);
     const auto& t = c.trainer;
-    auto& state = adam->state();
-    for (size_t i = 0; i < params.size(); ++i) {
+    for (size_t i = 0; sgd && i < params.size(); ++i) {
+      auto it = c.optimizer.find("momentum_buffer." + params[i].first);
+      if (it != c.optimizer.end()) sgd->state()[i].momentum_buffer = it->second.clone();
+    }
+    for (size_t i = 0; adam && i < params.size(); ++i) {
+      auto& state = adam->state();
       const std::string& n = params[i].first;
       CMHA_CHECK(c.optimizer.count("exp_avg." + n) && c.optimizer.count("exp_avg_sq." + n),
                  "checkpoint '" + path + "' has no optimiser state for '" + n + "'");
@@ -282,6 +302,9 @@ TrainSummary Trainer::run() {
     if (!s.task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
       ++s.epoch;
       summary.last_validation = s.validate();
+      // The next epoch's order is drawn before saving, so the checkpoint's
+      // data position is "start of epoch N" and a resume never ends an epoch twice.
+      s.task.start_epoch(s.epoch);
       s.save(checkpoint_name(s.update));
       s.prune();
       if (s.patience > 0 && s.stale_validations >= s.patience) {
@@ -289,11 +312,10 @@ TrainSummary Trainer::run() {
         break;
       }
       if (done()) break;
-      s.task.start_epoch(s.epoch);
       continue;
     }
     // ---- one update: update_freq micro-batches ----
-    s.adam->zero_grad();
+    for (auto& [n, p] : s.params) p.zero_grad();
     double loss = 0, units = 0, correct = 0;
     for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
       autograd::AutocastGuard autocast(s.bf16);
@@ -333,8 +355,13 @@ TrainSummary Trainer::run() {
     }
     s.nonfinite_in_row = 0;
     const double lr = s.schedule->lr_at(s.update, static_cast<double>(s.update) / static_cast<double>(per_epoch));
-    s.adam->set_lr(lr);
-    s.adam->step();
+    if (s.adam) {
+      s.adam->set_lr(lr);
+      s.adam->step();
+    } else {
+      s.sgd->set_lr(lr);
+      s.sgd->step();
+    }
     if (s.ema) s.ema->update();
     ++s.update;
     window_loss += totals[0];

@@ -203,3 +203,24 @@ TEST(Trainer, Bf16AutocastTrainsToo) {
   EXPECT_NEAR(s16.last_validation.at("loss"), s.last_validation.at("loss"), 0.1 * before);
   fs::remove_all(dir);
 }
+
+TEST(Trainer, SgdWithMomentumTrainsAndResumesBitIdentically) {
+  const std::string dir = test::temp_dir("trainer_sgd");
+  dist::SingleCommunicator comm;
+  auto recipe = [&](const std::string& run, int epochs) {
+    return Recipe::parse("optim: {name: sgd, lr: 0.02, momentum: 0.9, nesterov: true}\n"
+                         "lr: {schedule: constant, warmup: 0}\n"
+                         "train: {save_dir: " + dir + run + ", max_epochs: " + std::to_string(epochs) +
+                         ", log_every: 100}\n");
+  };
+  RegressionTask full;
+  const double before = full.validate().at("loss");
+  TrainSummary s = Trainer(recipe("/full", 5), full, comm).run();
+  EXPECT_LT(s.last_validation.at("loss"), before * 0.5);
+  RegressionTask first, second;
+  Trainer(recipe("/split", 2), first, comm).run();
+  Trainer(recipe("/split", 5), second, comm, TrainerHooks{nullptr, true}).run();
+  for (auto& [name, p] : full.model().named_parameters())
+    EXPECT_EQ(p.to_float_vector(), second.model().state_dict().at(name).to_float_vector()) << name;
+  fs::remove_all(dir);
+}
