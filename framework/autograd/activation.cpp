@@ -54,7 +54,10 @@ constexpr float kGeluCubic = 0.044715f;
 // (1 + erf(x/√2))/2 it stays accurate for negative x.
 [[gnu::always_inline]] inline float normal_cdf(float x, float& exp_neg_half_x2) {
   const float az = std::fabs(x) * kSqrtHalf;
-  exp_neg_half_x2 = cpu::vec::exp(-az * az);
+  // Flushing e^(-x²/2) below 1e-38 drops nothing f32 can show: Φ is then
+  // below 1e-39 and φ·x below 1e-30 for any finite x. NaN still comes out
+  // through erfcx.
+  exp_neg_half_x2 = cpu::vec::exp_nonpositive_ftz(-az * az);
   const float tail = 0.5f * exp_neg_half_x2 * cpu::vec::erfcx(az);
   return x < 0.0f ? tail : 1.0f - tail;
 }
@@ -72,26 +75,34 @@ constexpr float kGeluCubic = 0.044715f;
 }
 
 // Tanh GELU: x·(1 + tanh(u))/2 with u = √(2/π)(x + 0.044715x³). Since
-// (1 + tanh u)/2 = sigmoid(2u), this is x·sigmoid(2u): one exp, and no
-// 1 + tanh cancellation for negative x.
-[[gnu::always_inline]] inline float gelu_tanh(float x) {
-  const float v = 2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x);  // 2u
-  return x * cpu::vec::sigmoid(v);
+// (1 + tanh u)/2 = σ(2u), this is x·σ(v), v = 2u: one exp, and no 1 + tanh
+// cancellation for negative x. σ is built from e = e^(-|v|) ≤ 1 and
+// r = 1/(1 + e): σ(v) = r for v ≥ 0 and e·r for v < 0, so nothing overflows.
+// (e flushes to 0 below 1e-38: x·σ then loses at most 1e-38·|x|, and NaN in x
+// still comes out through the products with x.)
+struct SigmoidParts {
+  float e, r, sig;
+};
+[[gnu::always_inline]] inline SigmoidParts sigmoid_parts(float v) {
+  const float e = cpu::vec::exp_nonpositive_ftz(-std::fabs(v));
+  const float r = 1.0f / (1.0f + e);
+  return {e, r, v < 0.0f ? e * r : r};
 }
-// d/dx x·σ(v) = σ + x·v'·σ(1 - σ), v = 2u. With e = e^(-|v|) and
-// r = 1/(1 + e), σ is r or e·r and 1 - σ the other, so σ(1 - σ) = e·r²
-// without cancellation. For large |x|, e·r² is 0 while x·v' (∝ x³) may
-// overflow; multiplying w = e·r²·x by x one factor at a time keeps that a
-// 0 instead of inf·0 = NaN. (No clamping: g++ splits clamped code into
-// per-case paths and the loop slows down by half.)
+
+[[gnu::always_inline]] inline float gelu_tanh(float x) {
+  const float v = 2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  return x * sigmoid_parts(v).sig;
+}
+// d/dx x·σ(v) = σ + x·v'·σ(1 - σ). σ(1 - σ) = e·r² (one factor is r, the
+// other e·r), without cancellation. For large |x|, e·r² is 0 while x·v'
+// (∝ x³) may overflow; multiplying w = e·r²·x by x one factor at a time keeps
+// that a 0 instead of inf·0 = NaN. (Clamping x instead would cost speed: g++
+// specialises the code after a float clamp per case; see vec_math.h.)
 [[gnu::always_inline]] inline float gelu_tanh_grad(float x) {
   const float v = 2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float e = cpu::vec::exp(-std::fabs(v));
-  const float r = 1.0f / (1.0f + e);
-  const float er = e * r;
-  const float sig = v < 0.0f ? er : r;
-  const float w = er * r * x;
-  return sig + 2.0f * kSqrt2OverPi * (w + 3.0f * kGeluCubic * (w * x) * x);
+  const SigmoidParts s = sigmoid_parts(v);
+  const float w = s.e * s.r * s.r * x;
+  return s.sig + 2.0f * kSqrt2OverPi * (w + 3.0f * kGeluCubic * (w * x) * x);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // base + 64·(n/256) + t/4, which stays inside the reservation. Either way
 // element i depends only on (seed, base, i), never on the thread count.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -22,10 +23,10 @@ namespace cmha {
 
 namespace {
 
-constexpr int64_t kParallelMin = 32768;    // below this, waking threads costs more than it saves
-constexpr int kCounters = 64;                // Philox counters run side by side
-constexpr int64_t kGroup = 4 * kCounters;    // elements per group of counters
-constexpr int64_t kTask = 4 * kGroup;        // elements per parallel task
+constexpr int64_t kParallelMin = 32768;  // below this, waking threads costs more than it saves
+constexpr int kCounters = 64;            // Philox counters run side by side
+constexpr int64_t kGroup = 4 * kCounters;  // elements per group of counters
+constexpr int64_t kTask = 4 * kGroup;      // elements per parallel task
 
 // Philox4x32-10 of counters first .. first + kCounters - 1; word l of counter
 // j lands in out[l][j]. The same rounds as philox4x32 in tensor/rng.cpp.

@@ -65,16 +65,20 @@ void forward(const float* x, const float* w, const float* b, float* y, float* me
 // With x̂ = (x - μ)·rstd and ĝ = g·w:
 //   dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ·x̂))
 //   dweight = Σ_rows g·x̂,  dbias = Σ_rows g
-// Rows are split into fixed chunks; each chunk adds its rows' g·x̂ and g into
-// its own slice of `partial` ([chunks, 2, D], double) while computing dx.
+// Rows are split into fixed chunks; each chunk sums its rows' g·x̂ and g
+// while computing dx: in f32 over blocks of kBlockRows rows (cheap, and
+// short enough to stay accurate), each block then added into the chunk's
+// slice of `partial` ([chunks, 2, D], double).
 template <bool kWeight, bool kDx, bool kAffine>
 void backward(const float* x, const float* w, const float* g, const float* mean, const float* rstd, float* dx,
               double* partial, int64_t rows, int64_t d) {
+  constexpr int64_t kBlockRows = 32;
   const int64_t chunks = std::min(rows, kChunks);
 #pragma omp parallel for schedule(static) if (chunks > 1 && rows * d >= kParallelMin)
   for (int64_t c = 0; c < chunks; ++c) {
-    double* pw = kAffine ? partial + c * 2 * d : nullptr;
-    double* pb = kAffine ? pw + d : nullptr;
+    std::vector<float> block(kAffine ? 2 * d : 0, 0.0f);  // [2, D]: Σ g·x̂, Σ g over the block
+    float* bw = block.data();
+    float* bb = bw + d;
     const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * d;
@@ -92,17 +96,30 @@ void backward(const float* x, const float* w, const float* g, const float* mean,
         mean_g = sg / static_cast<float>(d);
         mean_gx = sgx / static_cast<float>(d);
       }
-      float* dr = kDx ? dx + r * d : nullptr;
+      // Two loops, not one: the dx stores miss the cache, and sharing the
+      // store buffer with the block sums' stores stalls both.
+      if constexpr (kDx) {
+        float* dr = dx + r * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) {
-        const float xh = (xr[j] - mu) * rs;
-        if constexpr (kDx) {
+        for (int64_t j = 0; j < d; ++j) {
+          const float xh = (xr[j] - mu) * rs;
           const float gh = kWeight ? gr[j] * w[j] : gr[j];
           dr[j] = rs * (gh - mean_g - xh * mean_gx);
         }
-        if constexpr (kAffine) {
-          pw[j] += static_cast<double>(gr[j] * xh);
-          pb[j] += static_cast<double>(gr[j]);
+      }
+      if constexpr (kAffine) {
+#pragma omp simd
+        for (int64_t j = 0; j < d; ++j) {
+          bw[j] += gr[j] * ((xr[j] - mu) * rs);
+          bb[j] += gr[j];
+        }
+      }
+      if (kAffine && ((r - r0 + 1) % kBlockRows == 0 || r + 1 == r1)) {
+        double* pc = partial + c * 2 * d;
+#pragma omp simd
+        for (int64_t j = 0; j < 2 * d; ++j) {
+          pc[j] += bw[j];
+          bw[j] = 0.0f;
         }
       }
     }

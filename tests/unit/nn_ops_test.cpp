@@ -79,6 +79,23 @@ TEST(VecMath, ExpMatchesStd) {
   EXPECT_EQ(cpu::vec::exp(0.0f), 1.0f);
 }
 
+TEST(VecMath, ExpNonpositiveFtzMatchesStdAboveTheFlush) {
+  for (double x = -95.0; x <= 0.0; x += 3.1e-4) {
+    const float xf = static_cast<float>(x);
+    const float got = cpu::vec::exp_nonpositive_ftz(xf);
+    if (xf < -87.33f) {
+      ASSERT_EQ(got, 0.0f) << xf;
+    } else {
+      const double want = static_cast<float>(std::exp(static_cast<double>(xf)));
+      ASSERT_TRUE(close(got, want, 1e-6, 0)) << "exp(" << xf << ") = " << got << ", std " << want;
+    }
+  }
+  EXPECT_EQ(cpu::vec::exp_nonpositive_ftz(0.0f), 1.0f);
+  EXPECT_EQ(cpu::vec::exp_nonpositive_ftz(-0.0f), 1.0f);
+  EXPECT_EQ(cpu::vec::exp_nonpositive_ftz(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(cpu::vec::exp_nonpositive_ftz(std::numeric_limits<float>::quiet_NaN()), 0.0f);
+}
+
 TEST(VecMath, ErfMatchesStd) {
   double worst_abs = 0;
   for (double x = -8.0; x < 8.0; x += 1.1e-5) {

@@ -1,14 +1,16 @@
 #pragma once
-// Scalar exp, erf, erfcx and sigmoid written so that g++ vectorises loops that call
-// them: std::exp/std::erf are opaque libm calls and keep a loop scalar unless
-// -ffast-math is on (which we do not want for the rest of the code). Only
-// arithmetic, comparisons, selects and bit operations (fabs, copysign, bit
-// casts) are used: no branches, no libm calls.
-// Accuracy (checked by tests/unit/nn_ops_test.cpp against std::):
-//   exp     within ~2 ulp for normal results, 0 below -103.9, inf above 88.73
-//   erf     within ~2.5e-7 relative and 1.2e-7 absolute (2 ulp near ±1), ±1 for |x| ≥ 3.9
-//   erfcx   within ~1e-7 relative on [0, 10]
-//   sigmoid within ~2 ulp, subnormal tail included
+// Scalar exp, erf, erfcx and sigmoid written so that g++ vectorises the loops
+// that call them: std::exp/std::erf are opaque libm calls and keep a loop
+// scalar unless -ffast-math is on (which we do not want for the rest of the
+// code). Only arithmetic, comparisons, selects and bit operations (fabs,
+// copysign, bit casts) are used: no branches, no libm calls.
+// Accuracy (checked against std:: by tests/unit/nn_ops_test.cpp):
+//   exp      ~2 ulp for normal results, subnormals to the last bit or two,
+//            0 below -103.9, inf above 88.73
+//   erf      2.5e-7 relative, 1.2e-7 absolute (2 ulp near ±1); ±1 for |x| ≥ 3.9
+//   exp_nonpositive_ftz  as exp on [-87.33, 0]; 0 below and for NaN
+//   erfcx    1e-7 relative on [0, 10]
+//   sigmoid  ~2 ulp, subnormal tail included
 // NaN in gives NaN out.
 #include <bit>
 #include <cmath>
@@ -27,12 +29,29 @@ CMHA_VEC_INLINE float poly(float t, float c0, Rest... rest) {
   return poly(t, rest...) * t + c0;
 }
 
+// Clamps written on the bit patterns, as integer min/max. A float clamp
+// `x < lo ? lo : x` stays a branch for g++ (min/max would lose NaN), and it
+// then specialises the code after it for the clamped constant, which in a
+// vector loop means computing (and dividing) several times under masks;
+// integer min/max has no such case. The callers restore NaN themselves.
+// min(x, hi) for hi ≥ 0: non-negative floats order like their signed bits.
+CMHA_VEC_INLINE float clamp_above(float x, float hi) {
+  const int32_t i = std::bit_cast<int32_t>(x), h = std::bit_cast<int32_t>(hi);
+  return std::bit_cast<float>(i > h ? h : i);
+}
+// max(x, lo) for lo < 0: negative floats order like their unsigned bits,
+// reversed, and every non-negative float's bits are below them.
+CMHA_VEC_INLINE float clamp_below(float x, float lo) {
+  const uint32_t u = std::bit_cast<uint32_t>(x), l = std::bit_cast<uint32_t>(lo);
+  return std::bit_cast<float>(u > l ? l : u);
+}
+
 // e^x = 2^k · e^r with k = round(x / ln 2) and |r| ≤ ln2 / 2.
 CMHA_VEC_INLINE float exp(float x) {
   // Outside [-104, 89] the result is 0 or inf anyway; clamping keeps k small
-  // enough for the integer tricks below. (The ternaries keep NaN: both compare false.)
-  x = x < -104.0f ? -104.0f : x;
-  x = x > 89.0f ? 89.0f : x;
+  // enough for the integer tricks below.
+  const float x_in = x;
+  x = clamp_above(clamp_below(x, -104.0f), 89.0f);
   // Adding 1.5·2^23 rounds x/ln2 to an integer in the low mantissa bits, so k
   // comes out of a bit cast instead of a float->int conversion (undefined for NaN).
   constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
@@ -53,7 +72,28 @@ CMHA_VEC_INLINE float exp(float x) {
   const int32_t k1 = k >> 1, k2 = k - k1;
   const float s1 = std::bit_cast<float>(static_cast<uint32_t>(k1 + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<uint32_t>(k2 + 127) << 23);
-  return p * s1 * s2;
+  const float y = p * s1 * s2;
+  return x_in != x_in ? x_in : y;  // NaN
+}
+
+// e^x for x ≤ 0, about a third cheaper than exp() for callers that can live
+// with a flushed tail: results below FLT_MIN (x < -87.33) are 0, and so is
+// the result for NaN (callers whose other terms carry the NaN, such as the
+// GELU CDF). One power-of-two scale, added straight into the exponent bits.
+CMHA_VEC_INLINE float exp_nonpositive_ftz(float x) {
+  const uint32_t keep = 0u - static_cast<uint32_t>(x >= -87.33f);  // all ones or 0
+  x = clamp_below(x, -87.33f);  // keeps the exponent arithmetic below in range
+  constexpr float kShifter = 12582912.0f;
+  const float t = x * 1.44269504088896341f + kShifter;
+  const float kf = t - kShifter;
+  const uint32_t k_bits = (std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kShifter)) << 23;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  float r = x - kf * kLn2Hi;
+  r = r - kf * kLn2Lo;
+  const float p = 1.0f + r * poly(r, 1.000000032e+00f, 4.999999419e-01f, 1.666643080e-01f, 4.166800473e-02f,
+                                  8.374195729e-03f, 1.384360680e-03f);
+  // k ≥ -126, and at -126 p ≥ 1: p·2^k is a normal float.
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(p) + k_bits) & keep);
 }
 
 // The scaled complementary error function e^(x²)·erfc(x) for 0 ≤ x ≤ 10:
@@ -64,9 +104,11 @@ CMHA_VEC_INLINE float exp(float x) {
 // Lawson reweighting towards minimax, against 30-digit mpmath values;
 // relative fit error 5.6e-9.
 CMHA_VEC_INLINE float erfcx(float x) {
-  const float s = (x > 10.0f ? 10.0f : x) * 0.1f;  // NaN compares false and stays NaN
-  return poly(s, 1.000000006e+00f, 1.237588709e+01f, 7.307434076e+01f, 2.288084744e+02f, 3.271036601e+02f) /
-         poly(s, 1.0f, 2.365968445e+01f, 2.400443719e+02f, 1.323761805e+03f, 4.055792739e+03f, 5.797690096e+03f);
+  const float s = clamp_above(x, 10.0f) * 0.1f;
+  const float y =
+      poly(s, 1.000000006e+00f, 1.237588709e+01f, 7.307434076e+01f, 2.288084744e+02f, 3.271036601e+02f) /
+      poly(s, 1.0f, 2.365968445e+01f, 2.400443719e+02f, 1.323761805e+03f, 4.055792739e+03f, 5.797690096e+03f);
+  return x != x ? x : y;  // NaN
 }
 
 // erf(x), also handing back e^(-x²), which callers such as the exact GELU
