@@ -467,6 +467,13 @@ TEST(DropoutOp, MaskFollowsTheCounterLayout) {
     const std::vector<float> yv = y.to_float_vector();
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(yv[i] != 0.0f, reference_keep(i, n, base, gen, 0.5f)) << n << " " << i;
   }
+  // Counters whose low word wraps inside one call.
+  Generator gen(7);
+  gen.set_state(7, (uint64_t{1} << 32) - 30);
+  const uint64_t base = gen.offset();
+  const int64_t n = 1000;
+  const std::vector<float> yv = dropout(Tensor::ones({n}), 0.5f, true, gen).to_float_vector();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(yv[i] != 0.0f, reference_keep(i, n, base, gen, 0.5f)) << i;
 }
 
 TEST(DropoutOp, SameSeedSameMaskWhateverTheThreadCount) {
