@@ -49,16 +49,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   model.set_generator(std::make_shared<Generator>(seed + 1));
   model.train();
 
-  const auto betas = recipe.reals("optim.betas");
-  CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
-  optim::AdamOptions opt;
-  opt.lr = recipe.real("optim.lr");
-  opt.beta1 = betas[0];
-  opt.beta2 = betas[1];
-  opt.eps = recipe.real("optim.eps");
-  opt.weight_decay = recipe.real("optim.weight_decay");
-  opt.decoupled_weight_decay = recipe.string("optim.name") == "adamw";
-  optim::Adam adam(model.parameters(), opt);
+  optim::Adam adam(model.parameters(), adam_options(recipe));
   const float smoothing = static_cast<float>(recipe.real("train.label_smoothing"));
 
   const int64_t B = recipe.integer("bench.batch_size"), S = recipe.integer("bench.src_len"),

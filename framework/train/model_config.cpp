@@ -61,4 +61,17 @@ nn::VitConfig vit_config(const Recipe& r) {
   return c;
 }
 
+optim::AdamOptions adam_options(const Recipe& r) {
+  const auto betas = r.reals("optim.betas");
+  CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
+  optim::AdamOptions o;
+  o.lr = r.real("optim.lr");
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+  o.eps = r.real("optim.eps");
+  o.weight_decay = r.real("optim.weight_decay");
+  o.decoupled_weight_decay = r.string("optim.name") == "adamw";
+  return o;
+}
+
 }  // namespace cmha::train

@@ -15,6 +15,7 @@
 #include "optim/clip.h"
 #include "optim/ema.h"
 #include "train/checkpoint.h"
+#include "train/model_config.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 
@@ -132,18 +133,9 @@ struct Trainer::Impl {
       for (auto& [name, p] : params) sp.push_back({p, decays(name)});
       sgd = std::make_unique<optim::SGD>(std::move(sp), o);
     } else {
-      const auto betas = r.reals("optim.betas");
-      CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
-      optim::AdamOptions o;
-      o.lr = r.real("optim.lr");
-      o.beta1 = betas[0];
-      o.beta2 = betas[1];
-      o.eps = r.real("optim.eps");
-      o.weight_decay = r.real("optim.weight_decay");
-      o.decoupled_weight_decay = r.string("optim.name") == "adamw";
       std::vector<optim::AdamParam> ap;
       for (auto& [name, p] : params) ap.push_back({p, decays(name)});
-      adam = std::make_unique<optim::Adam>(std::move(ap), o);
+      adam = std::make_unique<optim::Adam>(std::move(ap), adam_options(r));
     }
     if (r.real("train.ema_decay") > 0) {
       std::vector<Tensor> ps;

@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -124,6 +127,19 @@ Tensor fixture_tensor(const SafetensorsFile& f, const std::string& key, bool req
     if (!g) return ::testing::AssertionFailure() << name << " gradient of '" << input << "': " << g.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+CommandResult run_cmha(const std::string& args) {
+  const std::string cmd = std::string(CMHA_BINARY_DIR) + "/cmha " + args + " 2>&1";
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 std::string temp_dir(const std::string& tag) {

@@ -45,6 +45,14 @@ using FixtureInputs = std::map<std::string, Tensor>;
                                            const std::function<Tensor(const FixtureInputs&)>& fn,
                                            float atol = 1e-5f, float rtol = 1e-4f);
 
+// Runs the built `cmha <args>` through the shell (args quoted by the caller)
+// and returns its exit code and stdout+stderr together.
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+CommandResult run_cmha(const std::string& args);
+
 // A fresh temporary directory for a test, removed by the caller if wanted.
 std::string temp_dir(const std::string& tag);
 

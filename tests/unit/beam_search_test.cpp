@@ -473,23 +473,8 @@ TEST(BeamSearch, RejectsAModelInTrainingMode) {
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run_cmha(const std::string& args) {
-  const std::string cmd = std::string(CMHA_BINARY_DIR) + "/cmha " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = test::CommandResult;
+using test::run_cmha;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -23,24 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs "cmha <args>" through the shell (args are quoted by the caller).
-Result cmha_run(const std::string& args) {
-  const std::string cmd = std::string(CMHA_BINARY_DIR) + "/cmha " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = test::CommandResult;
+using test::run_cmha;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -63,41 +47,41 @@ void write_tiny_fashion_mnist(const std::string& dir, int64_t train, int64_t tes
 }  // namespace
 
 TEST(Cli, HelpAndVersionExitZero) {
-  Result r = cmha_run("--help");
+  Result r = run_cmha("--help");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "usage: cmha")) << r.output;
   EXPECT_TRUE(has(r.output, "train")) << r.output;
-  r = cmha_run("train --help");
+  r = run_cmha("train --help");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "--resume")) << r.output;
   EXPECT_TRUE(has(r.output, "model.attention.type")) << r.output;  // every recipe key with its help
   for (const char* command : {"info", "bench", "average"}) {
-    r = cmha_run(std::string(command) + " --help");
+    r = run_cmha(std::string(command) + " --help");
     EXPECT_EQ(r.code, 0) << command << ": " << r.output;
   }
-  r = cmha_run("info --help");
+  r = run_cmha("info --help");
   EXPECT_EQ(r.code, 0) << r.output;
-  r = cmha_run("--version");
+  r = run_cmha("--version");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "cmha ")) << r.output;
 }
 
 TEST(Cli, NoCommandOrUnknownCommandExitsTwo) {
-  Result r = cmha_run("");
+  Result r = run_cmha("");
   EXPECT_EQ(r.code, 2) << r.output;
-  r = cmha_run("frobnicate");
+  r = run_cmha("frobnicate");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "unknown command 'frobnicate'")) << r.output;
-  r = cmha_run("train --bogus");
+  r = run_cmha("train --bogus");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "'--bogus'")) << r.output;
-  r = cmha_run("train --epochs zero");
+  r = run_cmha("train --epochs zero");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "--epochs")) << r.output;
 }
 
 TEST(Cli, InfoDevicesShowsThreadsOneDnnAndCuda) {
-  Result r = cmha_run("info --devices");
+  Result r = run_cmha("info --devices");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "cpu: ")) << r.output;
   EXPECT_TRUE(has(r.output, "oneDNN: ")) << r.output;
@@ -113,19 +97,19 @@ std::string tiny_run(const std::string& data, const std::string& run_dir) {
 }
 
 TEST(Cli, TrainWithAMissingRecipeFileExitsTwoNamingIt) {
-  Result r = cmha_run("train /nonexistent/recipe.yaml");
+  Result r = run_cmha("train /nonexistent/recipe.yaml");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "recipe file '/nonexistent/recipe.yaml' does not exist")) << r.output;
 }
 
 TEST(Cli, TrainWithAMistypedKeyNamesTheNearestKey) {
-  Result r = cmha_run("train model.d_modle=3");
+  Result r = run_cmha("train model.d_modle=3");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "did you mean 'model.d_model'")) << r.output;
 }
 
 TEST(Cli, DumpConfigPrintsTheResolvedDefaultRecipe) {
-  Result r = cmha_run("train --dump-config model.depth=2");
+  Result r = run_cmha("train --dump-config model.depth=2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "depth: 2")) << r.output;
   EXPECT_TRUE(has(r.output, "type: collaborative")) << r.output;
@@ -133,7 +117,7 @@ TEST(Cli, DumpConfigPrintsTheResolvedDefaultRecipe) {
 }
 
 TEST(Cli, TrainWithoutDataIsOneSentenceNamingThePath) {
-  Result r = cmha_run("train data.train_images=/nonexistent/fashion/train-images-idx3-ubyte.gz");
+  Result r = run_cmha("train data.train_images=/nonexistent/fashion/train-images-idx3-ubyte.gz");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "/nonexistent/fashion/train-images-idx3-ubyte.gz")) << r.output;
   // One sentence on one line, and nothing else.
@@ -144,18 +128,18 @@ TEST(Cli, TrainWithoutDataIsOneSentenceNamingThePath) {
 TEST(Cli, TrainsAVitOnATinySyntheticDataSetAndInfoReadsTheCheckpoint) {
   const std::string dir = test::temp_dir("cli_train");
   write_tiny_fashion_mnist(dir, 64, 32);
-  Result r = cmha_run("train --threads 2 " + tiny_run(dir, dir + "/run") + " train.max_epochs=2");
+  Result r = run_cmha("train --threads 2 " + tiny_run(dir, dir + "/run") + " train.max_epochs=2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "valid | epoch 2 | update 8")) << r.output;
   EXPECT_TRUE(has(r.output, "accuracy")) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_8.safetensors"));
   EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_best.safetensors"));
   EXPECT_TRUE(fs::exists(dir + "/run/metrics.jsonl"));
-  Result info = cmha_run("info " + dir + "/run/checkpoint_8.safetensors");
+  Result info = run_cmha("info " + dir + "/run/checkpoint_8.safetensors");
   EXPECT_EQ(info.code, 0) << info.output;
   EXPECT_TRUE(has(info.output, "attention: collaborative, 2 heads, key_dim 8")) << info.output;
   EXPECT_TRUE(has(info.output, "trainer: update 8")) << info.output;
-  Result avg = cmha_run("average --last 2 " + dir + "/run");
+  Result avg = run_cmha("average --last 2 " + dir + "/run");
   EXPECT_EQ(avg.code, 0) << avg.output;
   EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_avg_last2.safetensors"));
   fs::remove_all(dir);
@@ -165,7 +149,7 @@ TEST(Cli, TrainRejectsALabelFileThatDoesNotMatchItsImages) {
   const std::string dir = test::temp_dir("cli_mismatch");
   write_tiny_fashion_mnist(dir, 20, 10);
   data::write_idx_u8(dir + "/t10k-labels-idx1-ubyte.gz", {9}, std::vector<uint8_t>(9, 1), true);
-  Result r = cmha_run("train " + tiny_run(dir, dir + "/run"));
+  Result r = run_cmha("train " + tiny_run(dir, dir + "/run"));
   fs::remove_all(dir);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "t10k-images-idx3-ubyte.gz")) << r.output;
@@ -179,11 +163,11 @@ TEST(Cli, ResumeContinuesBitIdentically) {
   auto args = [&](const std::string& run) {
     return "--threads 2 " + tiny_run(dir, dir + run) + " lr.total=6 model.drop_path=0.3 train.max_epochs=0";
   };
-  Result full = cmha_run("train " + args("/full") + " train.max_updates=6");
+  Result full = run_cmha("train " + args("/full") + " train.max_updates=6");
   ASSERT_EQ(full.code, 0) << full.output;
-  Result first = cmha_run("train " + args("/split") + " train.max_updates=3");
+  Result first = run_cmha("train " + args("/split") + " train.max_updates=3");
   ASSERT_EQ(first.code, 0) << first.output;
-  Result second = cmha_run("train --resume " + args("/split") + " train.max_updates=6");
+  Result second = run_cmha("train --resume " + args("/split") + " train.max_updates=6");
   ASSERT_EQ(second.code, 0) << second.output;
   EXPECT_TRUE(has(second.output, "resumed from")) << second.output;
   auto a = load_safetensors(dir + "/full/checkpoint_6.safetensors");
@@ -226,10 +210,10 @@ TEST(Cli, PlotDrawsThePngOfARun) {
   fs::create_directories(dir + "/run");
   std::ofstream(dir + "/run/metrics.jsonl") << R"({"split":"train","update":1,"loss":2.0})" "\n"
                                             << R"({"split":"valid","update":1,"loss":1.5,"accuracy":40.0})" "\n";
-  Result r = cmha_run("plot " + dir + "/run -o " + dir + "/curves.png");
+  Result r = run_cmha("plot " + dir + "/run -o " + dir + "/curves.png");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_GT(fs::file_size(dir + "/curves.png"), 1000u);
-  Result missing = cmha_run("plot " + dir + "/nothing");
+  Result missing = run_cmha("plot " + dir + "/nothing");
   EXPECT_EQ(missing.code, 2) << missing.output;
   EXPECT_TRUE(has(missing.output, "metrics.jsonl' does not exist")) << missing.output;
   fs::remove_all(dir);
