@@ -10,16 +10,6 @@ namespace cmha {
 
 namespace {
 
-// "[1, 2]": the multi-index of flat position `flat` in `shape`, for errors.
-std::string position_str(int64_t flat, const Shape& shape) {
-  Shape pos(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    pos[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return shape_str(pos);
-}
-
 // grad_w[V, D] = Σ over positions p with ids[p] == v of grad_out[p, :].
 // Positions are bucketed by id with a stable counting sort, so each row of
 // grad_w is owned by one thread (no races) and summed in position order

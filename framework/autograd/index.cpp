@@ -11,16 +11,6 @@ namespace cmha {
 
 namespace {
 
-// "[1, 2]": the multi-index of flat position `flat` in `shape`, for errors.
-std::string position_str(int64_t flat, const Shape& shape) {
-  Shape pos(shape.size());
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
-    pos[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return shape_str(pos);
-}
-
 // out[i] = mask[i] ? value : x[i], any dtype, mask broadcast to x's shape.
 Tensor masked_fill_kernel(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());

@@ -2,14 +2,11 @@
 
 #include <cmath>
 
+#include "optim/param_label.h"
 #include "tensor/error.h"
 
 namespace cmha::optim {
 namespace {
-
-std::string label(const Tensor& p, size_t i) {
-  return p.name().empty() ? "parameter " + std::to_string(i) : "parameter '" + p.name() + "'";
-}
 
 void check_options(const AdamOptions& o) {
   CMHA_CHECK(o.lr >= 0.0, "Adam: learning rate " + std::to_string(o.lr) + " is negative");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "optim/param_label.h"
 #include "tensor/error.h"
 
 namespace cmha::optim {
@@ -12,18 +13,6 @@ namespace {
 // The unit of parallel work and of the fixed summation order.
 constexpr int64_t kBlock = int64_t{1} << 16;
 constexpr int64_t kParallelMin = 32768;
-
-// "f32[2, 3] on cpu" (describe() without the name, which the label gives).
-std::string layout(const Tensor& t) {
-  if (!t.defined()) return "undefined";
-  return std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + " on " + t.device().str() +
-         (t.is_contiguous() ? "" : " (non-contiguous)");
-}
-
-std::string label(const Tensor& p, size_t i) {
-  if (!p.defined() || p.name().empty()) return "parameter " + std::to_string(i);
-  return "parameter '" + p.name() + "'";
-}
 
 struct Block {
   float* data;

@@ -3,22 +3,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "optim/param_label.h"
 #include "tensor/error.h"
 
 namespace cmha::optim {
 namespace {
-
-// "f32[2, 3] on cpu" (describe() without the name, which the label gives).
-std::string layout(const Tensor& t) {
-  if (!t.defined()) return "undefined";
-  return std::string(dtype_name(t.dtype())) + shape_str(t.shape()) + " on " + t.device().str() +
-         (t.is_contiguous() ? "" : " (non-contiguous)");
-}
-
-std::string label(const Tensor& p, size_t i) {
-  if (!p.defined() || p.name().empty()) return "parameter " + std::to_string(i);
-  return "parameter '" + p.name() + "'";
-}
 
 std::string num(double v) {
   char buf[32];

@@ -40,4 +40,13 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
+std::string position_str(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> pos(shape.size());
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    pos[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_str(pos);
+}
+
 }  // namespace cmha

@@ -15,6 +15,8 @@ class Error : public std::runtime_error {
 
 // "[2, 3, 4]" — used in every shape message.
 std::string shape_str(const std::vector<int64_t>& shape);
+// "[1, 2]": the multi-index of flat position `flat` in `shape`, for errors.
+std::string position_str(int64_t flat, const std::vector<int64_t>& shape);
 
 }  // namespace cmha
 
