@@ -22,6 +22,7 @@
 //
 // Run: build-bench/tests/bench/gemm_bench [--benchmark_repetitions=N]
 // (default 3 repetitions; see tests/bench/README.md).
+#include "bench_main.h"
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -242,34 +243,6 @@ void print_summary() {
   }
 }
 
-// On a 2-core machine shared with other work, libgomp's default wait policy
-// (spin, then sleep) makes a 2-thread parallel region wait for a time slice
-// on the busy core: we measured 8 ms per empty region, against 10 us with
-// OMP_WAIT_POLICY=passive. libgomp reads the variable when it loads, so when
-// it is unset the program sets it and runs itself again. Set it yourself
-// (e.g. OMP_WAIT_POLICY=active on a dedicated machine) to override.
-void ensure_wait_policy(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);
-  std::perror("re-running with OMP_WAIT_POLICY=passive failed; going on with the default");
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-  ensure_wait_policy(argv);
-  std::printf("OMP_WAIT_POLICY=%s\n", std::getenv("OMP_WAIT_POLICY"));
-  register_all();
-  // Defaults that a command-line flag given later overrides.
-  std::vector<char*> args{argv[0], const_cast<char*>("--benchmark_repetitions=3")};
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  int n = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  print_summary();
-  return 0;
-}
+int main(int argc, char** argv) { return cmha::bench::run_main(argc, argv, register_all, print_summary); }
