@@ -218,3 +218,26 @@ TEST(Cli, PlotDrawsThePngOfARun) {
   EXPECT_TRUE(has(missing.output, "metrics.jsonl' does not exist")) << missing.output;
   fs::remove_all(dir);
 }
+
+TEST(Cli, BenchAndAverageArgumentErrorsAreOneSentence) {
+  struct Case {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"bench", "needs a recipe file"},
+      {"bench a.yaml b.yaml", "takes one recipe"},
+      {"bench --frobnicate", "unknown option '--frobnicate'"},
+      {"bench recipes/x.yaml --steps 0", "option '--steps' needs a whole number"},
+      {"bench /nonexistent.yaml", "recipe file '/nonexistent.yaml' does not exist"},
+      {"average", "needs checkpoints"},
+      {"average a.safetensors", "needs -o OUT"},
+      {"average --last 2 /nonexistent/run", "run directory '/nonexistent/run' does not exist"},
+      {"average /nonexistent/a.safetensors -o /tmp/x.safetensors", "cannot open safetensors file"},
+      {"info /nonexistent/c.safetensors", "cannot open safetensors file"},
+  };
+  for (const auto& c : cases) {
+    Result r = run_cmha(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.output;
+    EXPECT_TRUE(has(r.output, c.says)) << c.args << ": " << r.output;
+  }
+}
