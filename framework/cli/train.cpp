@@ -9,6 +9,7 @@
 #include "tensor/error.h"
 #include "train/image_task.h"
 #include "train/options.h"
+#include "train/run_results.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
 
@@ -102,6 +103,14 @@ int train_command(const Args& args) {
                static_cast<long long>(s.updates), static_cast<long long>(s.epochs),
                static_cast<long long>(s.skipped_updates), s.last_checkpoint.c_str());
   if (s.interrupted) throw Interrupted{};
+  if (comm.is_main()) {
+    const nlohmann::json results = task->final_evaluation(recipe.string("train.save_dir"));
+    if (!results.empty()) {
+      train::write_run_results(recipe.string("train.save_dir"), results);
+      std::fprintf(stderr, "cmha train: results %s → %s\n", results.dump().c_str(),
+                   train::run_results_path(recipe.string("train.save_dir")).c_str());
+    }
+  }
   return 0;
 }
 

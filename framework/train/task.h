@@ -34,6 +34,14 @@ class Task {
   // The data position, saved in checkpoints so a resume continues exactly.
   virtual nlohmann::json data_state() const = 0;
   virtual void restore_data_state(const nlohmann::json& state) = 0;
+  // After a finished run (rank 0): the run's headline evaluation, e.g. average
+  // the last checkpoints and score the test split (BLEU, top-1). `cmha train`
+  // prints it and writes it to <save_dir>/results.json, which `cmha sweep`
+  // reads. Empty = the task has none.
+  virtual nlohmann::json final_evaluation(const std::string& run_dir) {
+    (void)run_dir;
+    return nlohmann::json::object();
+  }
 };
 
 }  // namespace cmha::train
