@@ -16,6 +16,7 @@ int average_command(const Args& args);  // average.cpp
 int plot_command(const Args& args);     // plot.cpp
 int translate_command(const Args& args);  // translate.cpp
 int bleu_command(const Args& args);       // bleu.cpp
+int score_command(const Args& args);      // score.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
 // compiled in).

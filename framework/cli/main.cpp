@@ -33,6 +33,7 @@ const char* kUsage =
     "  average average the weights of several checkpoints\n"
     "  plot    draw the loss and metric curves of runs to a PNG\n"
     "  translate translate text with a transformer checkpoint (beam search)\n"
+    "  score   log-probability of each reference translation under a checkpoint\n"
     "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
     "  info    show a checkpoint, or the build and the devices this machine offers\n"
     "\n"
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
         if (topic == "plot") return plot_command({"--help"});
         if (topic == "translate") return translate_command({"--help"});
         if (topic == "bleu") return bleu_command({"--help"});
+        if (topic == "score") return score_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
     if (command == "plot") return plot_command(args);
     if (command == "translate") return translate_command(args);
     if (command == "bleu") return bleu_command(args);
+    if (command == "score") return score_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {
