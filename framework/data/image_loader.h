@@ -80,7 +80,7 @@ class ImageLoader {
   // The next batch of the epoch; false when the epoch is done.
   bool next(ImageBatch& batch);
   int64_t batches_per_epoch() const;
-  int64_t samples_per_epoch() const { return static_cast<int64_t>(slots_.size()); }  // this rank's
+  int64_t samples_per_epoch() const;  // this rank's
   int64_t epoch() const { return epoch_; }
   int64_t batch_index() const { return consumed_; }  // batches handed out this epoch
   int64_t bad_images() const;                       // skipped so far (all epochs)

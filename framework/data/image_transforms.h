@@ -45,6 +45,7 @@ void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, Sampl
 
 struct ImageTransformOptions {
   int64_t image_size = 224;                 // output side
+  bool random_resized_crop = true;          // training; false = shorter side to image_size, centre crop
   float crop_scale_lo = 0.08f, crop_scale_hi = 1.0f;
   float crop_ratio_lo = 3.0f / 4, crop_ratio_hi = 4.0f / 3;
   bool hflip = true;                        // with probability 0.5

@@ -4,6 +4,7 @@
 // stream id (the sample's slot in the epoch, or the batch index) and the draw
 // number. A sample's augmentation therefore depends only on (seed, epoch,
 // slot), never on which worker thread decodes it or in which order.
+#include <array>
 #include <cmath>
 #include <cstdint>
 
