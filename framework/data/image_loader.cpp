@@ -69,9 +69,9 @@ ImageBatch ImageLoader::build_batch(int64_t index) const {
   const ImageTransformOptions& t = opt_.transform;
   const int64_t S = t.image_size;
   ImageBatch batch;
-  std::vector<float> pixels;  // [kept, C, S, S]
   std::vector<int64_t> labels;
   int64_t C = 0;
+  float* dst = nullptr;
   for (int64_t k = begin; k < end; ++k) {
     const Slot& slot = slots_[k];
     Image im;
@@ -82,21 +82,23 @@ ImageBatch ImageLoader::build_batch(int64_t index) const {
       ++batch.skipped;
       continue;
     }
-    if (C == 0) C = im.channels;
+    if (C == 0) {
+      // The first good image fixes the channel count; samples go straight into the batch.
+      C = im.channels;
+      batch.images = Tensor::empty({end - begin, C, S, S});
+      dst = batch.images.data<float>();
+    }
     CMHA_CHECK(im.channels == C, dataset_->describe(slot.sample) + ": " + std::to_string(im.channels) +
                                      " channels where the batch has " + std::to_string(C));
-    const int64_t label = dataset_->label(slot.sample);
     SampleRandom rng(seed_, epoch_, slot.stream, kSampleDomain);
-    pixels.resize(pixels.size() + static_cast<size_t>(C * S * S));
-    transform_sample(im, t, opt_.training, rng, pixels.data() + pixels.size() - C * S * S);
-    labels.push_back(label);
+    transform_sample(im, t, opt_.training, rng, dst + static_cast<int64_t>(labels.size()) * C * S * S);
+    labels.push_back(dataset_->label(slot.sample));
     batch.indices.push_back(slot.sample);
   }
   const auto kept = static_cast<int64_t>(labels.size());
   CMHA_CHECK(kept > 0, "image loader: every image of batch " + std::to_string(index) + " is unreadable (first: " +
                            dataset_->describe(slots_[begin].sample) + ")");
-  batch.images = Tensor::empty({kept, C, S, S});
-  std::copy(pixels.begin(), pixels.end(), batch.images.data<float>());
+  if (kept < end - begin) batch.images = batch.images.narrow(0, 0, kept).contiguous();  // [kept, C, S, S]
   batch.labels = Tensor::from_vector_i64(labels, {kept});
   if (opt_.training && opt_.mixup.enabled()) {
     SampleRandom rng(seed_, epoch_, (static_cast<uint64_t>(rank_) << 40) | static_cast<uint64_t>(index), kMixDomain);

@@ -42,17 +42,22 @@ void mix_images(Tensor& images, const MixDecision& m) {
   const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   const int64_t per = C * H * W;
   float* x = images.data<float>();
-  // Pairs (b, B-1-b) mix with each other: keep a copy of the originals.
-  std::vector<float> orig(x, x + B * per);
-  for (int64_t b = 0; b < B; ++b) {
-    const float* other = orig.data() + (B - 1 - b) * per;
-    float* dst = x + b * per;
+  // Pairs (b, B-1-b) mix with each other, both updated at once (no copy of
+  // the batch); an odd batch's middle sample pairs with itself and stays.
+  for (int64_t b = 0; b < B / 2; ++b) {
+    float* p = x + b * per;
+    float* q = x + (B - 1 - b) * per;
     if (m.cutmix) {
       for (int64_t c = 0; c < C; ++c)
         for (int64_t y = m.y0; y < m.y1; ++y)
-          for (int64_t xx = m.x0; xx < m.x1; ++xx) dst[(c * H + y) * W + xx] = other[(c * H + y) * W + xx];
+          std::swap_ranges(p + (c * H + y) * W + m.x0, p + (c * H + y) * W + m.x1, q + (c * H + y) * W + m.x0);
     } else {
-      for (int64_t i = 0; i < per; ++i) dst[i] = dst[i] * m.lambda + other[i] * (1.0f - m.lambda);
+      const float l = m.lambda, r = 1.0f - m.lambda;
+      for (int64_t i = 0; i < per; ++i) {
+        const float a = p[i], z = q[i];
+        p[i] = a * l + z * r;
+        q[i] = z * l + a * r;
+      }
     }
   }
 }

@@ -19,6 +19,12 @@ void blend_with(Image& im, const std::vector<float>& other, float ratio) {
     im.pixels[i] = clamp_trunc(ratio * im.pixels[i] + (1.0f - ratio) * other[i]);
 }
 
+// The same with a constant second image.
+void blend_with(Image& im, float other, float ratio) {
+  const float base = (1.0f - ratio) * other;
+  for (auto& p : im.pixels) p = clamp_trunc(ratio * p + base);
+}
+
 // torchvision's rgb_to_grayscale on uint8: 0.2989 R + 0.587 G + 0.114 B, truncated.
 uint8_t grey_of(const uint8_t* p) {
   return static_cast<uint8_t>(0.2989f * p[0] + 0.587f * p[1] + 0.114f * p[2]);
@@ -127,7 +133,7 @@ void solarize_add(Image& im, int add, int threshold) {
 }
 
 void adjust_brightness(Image& im, float factor) {
-  blend_with(im, std::vector<float>(im.pixels.size(), 0.0f), factor);
+  blend_with(im, 0.0f, factor);
 }
 
 void adjust_color(Image& im, float factor) {
@@ -143,7 +149,7 @@ void adjust_contrast(Image& im, float factor) {
   for (int64_t i = 0; i < n; ++i)
     sum += im.channels == 3 ? grey_of(&im.pixels[i * 3]) : im.pixels[i * im.channels];
   const auto mean = static_cast<float>(sum / static_cast<double>(n));
-  blend_with(im, std::vector<float>(im.pixels.size(), mean), factor);
+  blend_with(im, mean, factor);
 }
 
 void adjust_sharpness(Image& im, float factor) {
