@@ -166,11 +166,8 @@ bool ImageLoader::next(ImageBatch& batch) {
   } else {
     std::unique_lock<std::mutex> lock(mu_);
     cv_ready_.wait(lock, [&] { return ready_.count(consumed_) || failed_.count(consumed_); });
-    if (auto f = failed_.find(consumed_); f != failed_.end()) {
-      const std::exception_ptr error = f->second;
-      failed_.erase(f);
-      std::rethrow_exception(error);  // the batch stays unconsumed
-    }
+    // The batch stays unconsumed and its error stays: calling next() again raises it again.
+    if (auto f = failed_.find(consumed_); f != failed_.end()) std::rethrow_exception(f->second);
     auto r = ready_.find(consumed_);
     batch = std::move(r->second);
     ready_.erase(r);

@@ -75,8 +75,9 @@ data::ImageLoaderOptions image_loader_options(const Recipe& r, bool training) {
   t.std = per_channel(r, "data.channel_std", "data.std", channels);
   for (float s : t.std) CMHA_CHECK(s > 0, "data.channel_std: every std must be positive");
   const int64_t eval_resize = r.integer("data.eval_resize");
-  // DeiT's eval_crop_ratio 0.875: 256 for 224.
-  t.eval_resize = eval_resize > 0 ? eval_resize : static_cast<int64_t>(t.image_size / 0.875);
+  // DeiT's eval_crop_ratio 0.875 (256 for 224) for photos; IDX digits are already the model's size.
+  const bool photos = r.string("data.format") == "image_folder";
+  t.eval_resize = eval_resize > 0 ? eval_resize : photos ? static_cast<int64_t>(t.image_size / 0.875) : t.image_size;
   CMHA_CHECK(t.eval_resize >= t.image_size, "data.eval_resize " + std::to_string(t.eval_resize) +
                                                 " is smaller than model.image_size " + std::to_string(t.image_size));
   std::tie(t.crop_scale_lo, t.crop_scale_hi) = range_of(r, "data.train_crop_scale");

@@ -146,7 +146,7 @@ std::vector<OptionSpec> build() {
   add("data.random_erasing", T::real, "0.0", "Training: probability of erasing a random box with per-pixel normal values (DeiT: 0.25)", 0, 1);
   add("data.repeated_aug", T::integer, "1", "Repeated augmentation: copies of each image per epoch across ranks (DeiT: 3); 1 = off", 1, 64);
   add("data.drop_last", T::boolean, "false", "Training: drop each epoch's final partial batch");
-  add("data.eval_resize", T::integer, "0", "Evaluation: resize the shorter side to this before the centre crop; 0 = model.image_size / 0.875 (256 for 224)", 0, 1 << 16);
+  add("data.eval_resize", T::integer, "0", "Evaluation: resize the shorter side to this before the centre crop; 0 = model.image_size / 0.875 for image_folder (256 for 224), model.image_size for idx", 0, 1 << 16);
   add("data.workers", T::integer, "2", "Image decoding and augmentation threads; 0 = in the training thread", 0, 256);
   add("data.prefetch", T::integer, "0", "Batches decoded ahead of the trainer; 0 = 2 × data.workers", 0, 1024);
   add("data.skip_bad_images", T::boolean, "false", "Leave unreadable images out of their batch and count them instead of stopping");

@@ -238,11 +238,13 @@ TEST(ImageLoader, BadImageIsAnErrorNamingItOrSkippedAndCounted) {
   ImageLoader strict(ds, o, 1);
   strict.start_epoch(0);
   ImageBatch b;
-  try {
-    strict.next(b);
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(bad + ": corrupt PNG image", 0), 0u) << e.what();
+  for (int attempt = 0; attempt < 2; ++attempt) {  // asking again raises it again (and does not hang)
+    try {
+      strict.next(b);
+      ADD_FAILURE();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(bad + ": corrupt PNG image", 0), 0u) << e.what();
+    }
   }
   o.skip_bad_images = true;
   ImageLoader lenient(ds, o, 1);

@@ -63,7 +63,7 @@ TEST(ImagePipeline, DeitRecipeGivesDeitOptions) {
 }
 
 TEST(ImagePipeline, GreyDefaultsUseTheScalarMeanAndStd) {
-  const Recipe r = Recipe::parse("model: {image_size: 28, channels: 1}\ndata: {eval_resize: 28}\n");
+  const Recipe r = Recipe::parse("model: {image_size: 28, channels: 1}\ndata: {format: idx}\n");
   const data::ImageLoaderOptions o = image_loader_options(r, true);
   EXPECT_EQ(o.transform.mean, (std::vector<float>{0.2860f}));
   EXPECT_EQ(o.transform.std, (std::vector<float>{0.3530f}));
