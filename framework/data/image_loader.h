@@ -79,6 +79,7 @@ class ImageLoader {
   void start_epoch(int64_t epoch);
   // The next batch of the epoch; false when the epoch is done.
   bool next(ImageBatch& batch);
+  bool has_next() const { return epoch_ >= 0 && consumed_ < batches_per_epoch(); }
   int64_t batches_per_epoch() const;
   int64_t samples_per_epoch() const;  // this rank's
   int64_t epoch() const { return epoch_; }

@@ -199,7 +199,11 @@ TEST(ImageLoader, StateRestoresTheNextBatch) {
   ImageLoader resumed(ds, train_options(1), 3);
   resumed.restore(state);
   std::vector<ImageBatch> rest;
-  while (resumed.next(b)) rest.push_back(b);
+  while (resumed.has_next()) {
+    ASSERT_TRUE(resumed.next(b));
+    rest.push_back(b);
+  }
+  EXPECT_FALSE(resumed.next(b));
   expect_same(std::vector<ImageBatch>(full.begin() + 1, full.end()), rest);
 }
 
