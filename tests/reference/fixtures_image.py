@@ -12,8 +12,8 @@ PIL on the same pixels (PIL is what torchvision uses for PIL images).
 image_decode.safetensors: small image files written under fixtures/images/
 (PNG: RGB, grey, palette, RGBA, grey+alpha, 16-bit grey; JPEG: RGB, grey,
 CMYK) and what PIL decodes them to: <file>.rgb = convert("RGB"),
-<file>.grey = convert("L"), as i32 [H, W, C]. The 16-bit grey PNG is
-written by hand (PIL cannot) and its expected pixels are the high bytes.
+<file>.grey = convert("L"), as i32 [H, W, C]. The 16-bit grey and RGB PNGs
+are written by hand (PIL cannot) and their expected pixels are the high bytes.
 """
 import os
 import struct
@@ -87,14 +87,15 @@ def generate(emit):
     generate_decode()
 
 
-def png_grey16(path, values):
-    """A 16-bit greyscale PNG (values: uint16 [H, W]) written chunk by chunk."""
+def png16(path, values):
+    """A 16-bit grey or RGB PNG (values: uint16 [H, W, 1 or 3]) written chunk by chunk."""
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-    h, w = values.shape
+    h, w, c = values.shape
     raw = b"".join(b"\x00" + values[y].astype(">u2").tobytes() for y in range(h))
+    color_type = 0 if c == 1 else 2
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, 0, 0, 0, 0))
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, color_type, 0, 0, 0))
                 + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
@@ -122,9 +123,10 @@ def generate_decode():
         with Image.open(path) as back:
             out[name + ".rgb"] = from_pil(back.convert("RGB"))
             out[name + ".grey"] = from_pil(back.convert("L"))
-    grey16 = (rng.integers(0, 65536, (5, 7))).astype(np.uint16)
-    png_grey16(os.path.join(folder, "grey16.png"), grey16)
-    out["grey16.png.grey"] = torch.as_tensor((grey16 >> 8).astype(np.int32)).unsqueeze(-1)
+    for name, channels in (("grey16.png", 1), ("rgb16.png", 3)):
+        values = rng.integers(0, 65536, (5, 7, channels)).astype(np.uint16)
+        png16(os.path.join(folder, name), values)
+        out[name + (".grey" if channels == 1 else ".rgb")] = torch.as_tensor((values >> 8).astype(np.int32))
     safetensors_io.save(os.path.join(HERE, "fixtures", "image_decode.safetensors"), out)
 
 

@@ -36,8 +36,10 @@ TEST(ImageCodec, DecodesEveryLayoutAsPil) {
               tol + 1)
         << name;
   }
-  // 16-bit PNG: the high byte of each sample.
+  // 16-bit PNGs: the high byte of each sample.
   EXPECT_EQ(max_diff(read_image_file(kImages + "grey16.png", ColorMode::grey), test::fixture_tensor(f, "grey16.png.grey")),
+            0);
+  EXPECT_EQ(max_diff(read_image_file(kImages + "rgb16.png", ColorMode::rgb), test::fixture_tensor(f, "rgb16.png.rgb")),
             0);
 }
 
