@@ -195,6 +195,24 @@ TEST(ImageTransforms, TrainSampleIsDeterministicPerStream) {
   EXPECT_EQ(e, expected);
 }
 
+TEST(ImageTransforms, GreyImagesGoThroughEveryOp) {
+  Image im(9, 11, 1);
+  for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>(i * 29 % 256);
+  RandAugmentConfig cfg = parse_rand_augment("rand-n15-m9-mstd0.5-inc1-p1");  // 15 ops, always applied
+  cfg.fill = {200, 0, 0};  // grey images fill with the first value
+  Image rotated = im;
+  rotate(rotated, 90.0f, cfg.fill);
+  EXPECT_EQ(rotated.channels, 1);
+  EXPECT_EQ(rotated.at(0, 0)[0], 200);  // a corner leaves the frame of a 9×11 image turned by 90°
+  for (uint64_t s = 0; s < 10; ++s) {
+    Image x = im;
+    SampleRandom rng(2, 0, s);
+    rand_augment(x, cfg, rng);
+    ASSERT_EQ(x.channels, 1);
+    ASSERT_EQ(x.pixels.size(), im.pixels.size());
+  }
+}
+
 TEST(RandAugment, ParsesTimmSpecs) {
   const RandAugmentConfig c = parse_rand_augment("rand-m9-mstd0.5-inc1");
   EXPECT_EQ(c.num_ops, 2);
