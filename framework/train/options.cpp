@@ -134,10 +134,10 @@ std::vector<OptionSpec> build() {
   add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");
   add("data.channel_mean", T::real_list, "[]", "Per-channel pixel mean (ImageNet: [0.485, 0.456, 0.406]); [] = data.mean for every channel");
   add("data.channel_std", T::real_list, "[]", "Per-channel pixel std (ImageNet: [0.229, 0.224, 0.225]); [] = data.std for every channel");
-  add("data.random_resized_crop", T::boolean, "true", "Training: RandomResizedCrop to model.image_size (bicubic); false = resize and centre-crop as in evaluation");
+  add("data.random_resized_crop", T::boolean, "false", "Training: RandomResizedCrop to model.image_size (bicubic; DeiT: true); false = resize the shorter side to model.image_size and centre-crop");
   add("data.train_crop_scale", T::real_list, "[0.08, 1.0]", "RandomResizedCrop: range of the crop's area fraction");
   add("data.train_crop_ratio", T::real_list, "[0.75, 1.3333333333]", "RandomResizedCrop: range of the crop's aspect ratio (width / height)");
-  add("data.hflip", T::boolean, "true", "Training: flip images horizontally with probability 0.5");
+  add("data.hflip", T::boolean, "false", "Training: flip images horizontally with probability 0.5 (DeiT: true)");
   add("data.rand_augment", T::string, "''", "Training: timm RandAugment spec, e.g. rand-m9-mstd0.5-inc1 (DeiT); empty = off");
   add("data.mixup", T::real, "0.0", "Mixup Beta(α, α) per batch (DeiT: 0.8); 0 = off", 0);
   add("data.cutmix", T::real, "0.0", "CutMix Beta(α, α) per batch (DeiT: 1.0); 0 = off", 0);

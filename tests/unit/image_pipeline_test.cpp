@@ -30,6 +30,8 @@ data:
   root: /nowhere
   channel_mean: [0.485, 0.456, 0.406]
   channel_std: [0.229, 0.224, 0.225]
+  random_resized_crop: true
+  hflip: true
   rand_augment: rand-m9-mstd0.5-inc1
   mixup: 0.8
   cutmix: 1.0
@@ -49,6 +51,8 @@ TEST(ImagePipeline, DeitRecipeGivesDeitOptions) {
   EXPECT_EQ(t.transform.eval_resize, 256);
   EXPECT_FLOAT_EQ(t.transform.crop_scale_lo, 0.08f);
   EXPECT_FLOAT_EQ(t.transform.crop_ratio_hi, 4.0f / 3);
+  EXPECT_TRUE(t.transform.random_resized_crop);
+  EXPECT_TRUE(t.transform.hflip);
   EXPECT_TRUE(t.transform.rand_augment);
   EXPECT_FLOAT_EQ(t.transform.rand_augment_config.magnitude, 9);
   EXPECT_EQ(t.transform.rand_augment_config.fill, (std::array<uint8_t, 3>{124, 116, 104}));
@@ -67,6 +71,9 @@ TEST(ImagePipeline, GreyDefaultsUseTheScalarMeanAndStd) {
   const data::ImageLoaderOptions o = image_loader_options(r, true);
   EXPECT_EQ(o.transform.mean, (std::vector<float>{0.2860f}));
   EXPECT_EQ(o.transform.std, (std::vector<float>{0.3530f}));
+  // No augmentation unless asked: IDX digits go through unchanged (28 px, no crop, no flip).
+  EXPECT_FALSE(o.transform.random_resized_crop);
+  EXPECT_FALSE(o.transform.hflip);
   EXPECT_FALSE(o.transform.rand_augment);
   EXPECT_FALSE(o.mixup.enabled());
   EXPECT_EQ(o.transform.eval_resize, 28);
@@ -116,11 +123,19 @@ TEST(ImagePipeline, IdxFormatReadsTheIdxKeys) {
   data::write_idx_u8((dir / "i").string(), {2, 3, 3}, std::vector<uint8_t>(18, 5), false);
   data::write_idx_u8((dir / "l").string(), {2}, {0, 1}, false);
   const std::string i = (dir / "i").string(), l = (dir / "l").string();
-  const ImageData d = make_image_data(Recipe::parse("model: {channels: 1, num_classes: 2}\ndata: {train_images: " + i +
-                                                    ", train_labels: " + l + ", valid_images: " + i +
-                                                    ", valid_labels: " + l + "}\n"));
+  const Recipe r = Recipe::parse("model: {image_size: 3, channels: 1, num_classes: 2}\ndata: {train_images: " + i +
+                                 ", train_labels: " + l + ", valid_images: " + i + ", valid_labels: " + l +
+                                 ", workers: 0}\n");
+  const ImageData d = make_image_data(r);
   EXPECT_EQ(d.train->size(), 2);
   EXPECT_EQ(d.valid->load(1).channels, 1);
+  // With the default keys a training batch is the normalised pixels, as before the loader.
+  data::ImageLoader loader(d.train, image_loader_options(r, true), 1);
+  loader.start_epoch(0);
+  data::ImageBatch b;
+  ASSERT_TRUE(loader.next(b));
+  EXPECT_EQ(b.images.shape(), (Shape{2, 1, 3, 3}));
+  for (float v : b.images.to_float_vector()) EXPECT_FLOAT_EQ(v, (5.0f / 255.0f - 0.2860f) / 0.3530f);
   fs::remove_all(dir);
 }
 
