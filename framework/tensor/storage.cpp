@@ -6,7 +6,7 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 #include "tensor/error.h"
@@ -34,7 +34,7 @@ size_t cache_cap() {
 
 struct BlockCache {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by rounded size
+  std::map<size_t, std::vector<void*>> free_blocks;  // by block size, ordered for best fit
   size_t bytes = 0;
 };
 BlockCache& block_cache() {
@@ -57,16 +57,21 @@ size_t rounded_size(size_t nbytes) {
   return r == 0 ? Storage::kAlignment : r;
 }
 
-void* take_cached(size_t rounded) {
+// The smallest cached block of `rounded` to 2·`rounded` bytes (its size in
+// *capacity), or null. Taking a larger block beats page-faulting a new one.
+void* take_cached(size_t rounded, size_t* capacity) {
   if (!kCacheEnabled || rounded < kCacheMin) return nullptr;
   BlockCache& c = block_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  auto it = c.free_blocks.find(rounded);
-  if (it == c.free_blocks.end() || it->second.empty()) return nullptr;
-  void* p = it->second.back();
-  it->second.pop_back();
-  c.bytes -= rounded;
-  return p;
+  for (auto it = c.free_blocks.lower_bound(rounded); it != c.free_blocks.end() && it->first <= 2 * rounded; ++it) {
+    if (it->second.empty()) continue;
+    void* p = it->second.back();
+    it->second.pop_back();
+    c.bytes -= it->first;
+    *capacity = it->first;
+    return p;
+  }
+  return nullptr;
 }
 
 bool give_cached(void* p, size_t rounded) {
@@ -105,7 +110,8 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   if (device.is_cpu()) {
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = rounded_size(nbytes);
-    if ((data_ = take_cached(rounded))) return;
+    capacity_ = rounded;
+    if ((data_ = take_cached(rounded, &capacity_))) return;
     if (rounded >= kHugePage) {
       data_ = std::aligned_alloc(kHugePage, rounded);
       if (data_) madvise(data_, rounded, MADV_HUGEPAGE);
@@ -125,7 +131,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 Storage::~Storage() {
   if (!data_) return;
   if (device_.is_cpu()) {
-    if (!give_cached(data_, rounded_size(nbytes_))) std::free(data_);
+    if (!give_cached(data_, capacity_)) std::free(data_);
     return;
   }
 #ifdef CMHA_WITH_CUDA

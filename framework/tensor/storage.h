@@ -23,10 +23,13 @@ class Storage {
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  size_t capacity_ = 0;  // CPU: the block's real size (a cached block may be larger than asked)
   Device device_;
 };
 
-// Freed CPU blocks of 1 MiB or more are kept, by size, and handed out again:
+// Freed CPU blocks of 1 MiB or more are kept, by size class, and handed out
+// again (the smallest cached block of at least the size asked, and at most
+// twice it):
 // a training step allocates the same sizes every time, and first-touching
 // fresh pages costs more than the arithmetic on them (a 32 MiB buffer: ~150
 // ms of page faults against a 50 ms GEMM on these machines). Blocks of 2 MiB

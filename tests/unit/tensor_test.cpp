@@ -93,6 +93,15 @@ TEST(Tensor, LargeFreedBlocksAreReusedAndCanBeReleased) {
   EXPECT_EQ(cached_cpu_bytes(), size_t{14} << 20);
   Tensor b = Tensor::empty({(139 << 20) / 40});
   EXPECT_EQ(b.raw_data(), block);
+  // A smaller request takes a cached block up to twice its size (and gives the
+  // whole block back), never a larger one.
+  b = Tensor();
+  Tensor c = Tensor::empty({(8 << 20) / 4});  // 8 MiB from the 14 MiB block
+  EXPECT_EQ(c.raw_data(), block);
+  c = Tensor();
+  EXPECT_EQ(cached_cpu_bytes(), size_t{14} << 20);
+  Tensor d = Tensor::empty({(6 << 20) / 4});  // 6 MiB: 14 is more than twice, so a new block
+  EXPECT_NE(d.raw_data(), block);
   release_cached_cpu_memory();
   EXPECT_EQ(cached_cpu_bytes(), 0u);
 #endif
