@@ -29,9 +29,9 @@ _LENGTH_RE = re.compile(r"^\s*content-length:\s*(\d+)\s*$", re.IGNORECASE | re.M
 def remote_size(tool, url):
     """The server's Content-Length for url (after redirects), or None when unknown."""
     if tool == "curl":
-        cmd = ["curl", "-sSIL", "--max-time", "60", url]
+        cmd = ["curl", "-fsSIL", "--max-time", "60", url]   # -f: a 404 page has no size for us
     else:
-        cmd = ["wget", "--spider", "-S", "-q", "--timeout=60", url]
+        cmd = ["wget", "--spider", "-S", "--timeout=60", url]   # -S: headers on stderr (-q would hide them)
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
@@ -88,11 +88,11 @@ def download(url, path, tool, log=print):
         log("  %s: already downloaded, verifying" % os.path.basename(path))
     else:
         log("  %s: downloading %s%s" % (os.path.basename(path), url,
-                                       " (%.0f MB)" % (size / 1e6) if size else ""))
+                                       " (%.1f MB)" % (size / 1e6) if size else ""))
         r = subprocess.run(_fetch_cmd(tool, url, part))
         if r.returncode != 0:
-            raise Wmt14Error("downloading %s into %s failed (%s exit status %d); run again to resume"
-                             % (url, part, tool, r.returncode))
+            raise Wmt14Error("downloading %s failed (%s exit status %d); run again to retry, "
+                             "resuming from %s" % (url, tool, r.returncode, part))
     if size is not None and os.path.getsize(part) != size:
         raise Wmt14Error("downloading %s stopped at %d of %d bytes in %s; run again to resume"
                          % (url, os.path.getsize(part), size, part))

@@ -10,13 +10,16 @@ with downloading bypassed (--from-dir).
 
 import contextlib
 import hashlib
+import http.server
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -337,8 +340,8 @@ class FetchTest(unittest.TestCase):
                 mock.patch.object(fetch.subprocess, "run", return_value=subprocess.CompletedProcess([], 22)):
             with self.assertRaises(Wmt14Error) as c:
                 fetch.download("http://x/dev.tgz", self.path, "curl", log=lambda s: None)
-        self.assertEqual(str(c.exception), "downloading http://x/dev.tgz into %s.part failed "
-                         "(curl exit status 22); run again to resume" % self.path)
+        self.assertEqual(str(c.exception), "downloading http://x/dev.tgz failed (curl exit status 22); "
+                         "run again to retry, resuming from %s.part" % self.path)
 
     def test_corrupt_download_is_removed_and_named(self):
         def fake_wget(cmd, **kw):
@@ -351,6 +354,95 @@ class FetchTest(unittest.TestCase):
                                                     r"from http://x/dev\.tgz"):
                 fetch.download("http://x/dev.tgz", self.path, "wget", log=lambda s: None)
         self.assertFalse(os.path.exists(self.path + ".part"))
+
+
+class _RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder with Content-Length and "Range: bytes=N-" (resume) support."""
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        if not os.path.isfile(path):
+            self.send_error(404)
+            return None
+        size = os.path.getsize(path)
+        m = re.match(r"bytes=(\d+)-$", self.headers.get("Range", ""))
+        start = int(m.group(1)) if m else 0
+        if start >= size > 0:
+            self.send_response(416)
+            self.send_header("Content-Range", "bytes */%d" % size)
+            self.end_headers()
+            return None
+        f = open(path, "rb")
+        f.seek(start)
+        self.send_response(206 if m else 200)
+        if m:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
+        self.send_header("Content-Length", str(size - start))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        return f
+
+    def log_message(self, *args):
+        pass
+
+
+class LoopbackDownloadTest(unittest.TestCase):
+    """The real curl and wget command lines against a server on 127.0.0.1."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="wmt14_http_")
+        self.served = os.path.join(self.tmp, "served")
+        os.makedirs(self.served)
+        _tgz(os.path.join(self.served, "dev.tgz"), {"dev/newstest2013.en": os.urandom(200000)})
+        with open(os.path.join(self.served, "dev.tgz"), "rb") as f:
+            self.full = f.read()
+
+        def handler(*args, **kw):
+            return _RangeHandler(*args, directory=self.served, **kw)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = "http://127.0.0.1:%d/" % self.server.server_address[1]
+
+    def tearDown(self):
+        self.server.shutdown()
+        self.server.server_close()
+        shutil.rmtree(self.tmp)
+
+    def check_tool(self, tool):
+        if not shutil.which(tool):
+            self.skipTest("%s is not installed" % tool)
+        self.assertEqual(fetch.remote_size(tool, self.base + "dev.tgz"), len(self.full))
+        self.assertIsNone(fetch.remote_size(tool, self.base + "missing.tgz"))
+        path = os.path.join(self.tmp, tool, "dev.tgz")
+        os.makedirs(os.path.dirname(path))
+        with open(path + ".part", "wb") as f:
+            f.write(self.full[:70000])              # an interrupted download
+        with mock.patch.object(fetch.subprocess, "run", wraps=_quiet_run):
+            fetch.download(self.base + "dev.tgz", path, tool, log=lambda s: None)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), self.full)
+        self.assertFalse(os.path.exists(path + ".part"))
+        with self.assertRaisesRegex(Wmt14Error, r"^downloading %smissing\.tgz failed \(%s exit status \d+\)"
+                                    % (re.escape(self.base), tool)):
+            with mock.patch.object(fetch.subprocess, "run", wraps=_quiet_run):
+                fetch.download(self.base + "missing.tgz", os.path.join(self.tmp, tool, "missing.tgz"), tool,
+                               log=lambda s: None)
+
+    def test_curl_resumes(self):
+        self.check_tool("curl")
+
+    def test_wget_resumes(self):
+        self.check_tool("wget")
+
+
+_real_run = subprocess.run
+
+
+def _quiet_run(cmd, **kw):
+    """subprocess.run with the download tools' progress output discarded."""
+    kw.setdefault("stdout", subprocess.DEVNULL)
+    kw.setdefault("stderr", subprocess.DEVNULL)
+    return _real_run(cmd, **kw)
 
 
 class WrapperTest(unittest.TestCase):
