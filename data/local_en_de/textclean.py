@@ -180,11 +180,13 @@ def has_text(s):
 # --------------------------------------------------------------------------
 # pair-level cleaning and the sentence filter
 
-def clean_pair(en, de, accelerators=True, markup=True):
+def clean_pair(en, de, accelerators=True, markup=True, balance_placeholders=True):
     """Return the cleaned (en, de), or None when the pair must be dropped.
 
     Dropped: empty sides, identical sides (case-insensitively), a side with
-    no letters beyond placeholders, unbalanced placeholders.
+    no letters beyond placeholders, unbalanced placeholders (only when
+    balance_placeholders is true: news text has no format strings, and its
+    "$1 billion" is a price the translation may reword as "1 Mrd. Dollar").
     """
     if accelerators:
         en, de = strip_accelerators(en, de)
@@ -197,7 +199,7 @@ def clean_pair(en, de, accelerators=True, markup=True):
         return None
     if not has_text(en) or not has_text(de):
         return None
-    if not placeholders_balanced(en, de):
+    if balance_placeholders and not placeholders_balanced(en, de):
         return None
     return en, de
 

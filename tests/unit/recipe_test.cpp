@@ -137,3 +137,58 @@ TEST(Recipe, BenchRecipesSayWhatTheIssueAsks) {
   EXPECT_EQ(transformer_config(k).cross_attention.type, "collaborative");
   EXPECT_EQ(transformer_config(k).encoder_attention.key_dim, 64);
 }
+
+TEST(Recipe, Wmt14RecipesSayWhatTheIssueAsks) {
+  const std::string dir = std::string(CMHA_SOURCE_DIR) + "/recipes/wmt14_en_de/";
+  for (const std::string type : {"concat", "collaborative"}) {
+    for (const int64_t dk : {512, 256, 128, 64}) {
+      const std::string name = type + "_dk" + std::to_string(dk);
+      SCOPED_TRACE(name);
+      const Recipe r = Recipe::load(dir + name + ".yaml");
+      const auto m = transformer_config(r);
+      // transformer-base, the attention choice in all three places
+      EXPECT_EQ(m.d_model, 512);
+      EXPECT_EQ(m.ffn_dim, 2048);
+      EXPECT_EQ(m.encoder_layers, 6);
+      EXPECT_EQ(m.decoder_layers, 6);
+      EXPECT_FALSE(m.pre_norm);
+      EXPECT_FLOAT_EQ(m.dropout, 0.1f);
+      EXPECT_TRUE(m.share_all_embeddings);
+      EXPECT_EQ(m.src_vocab, 32000);
+      EXPECT_EQ(m.tgt_vocab, 32000);
+      for (const auto* a : {&m.encoder_attention, &m.decoder_attention, &m.cross_attention}) {
+        EXPECT_EQ(a->type, type);
+        EXPECT_EQ(a->key_dim, dk);
+        EXPECT_EQ(a->heads, 8);
+      }
+      // optimiser and schedule
+      EXPECT_EQ(r.string("optim.name"), "adam");
+      EXPECT_EQ(r.reals("optim.betas"), (std::vector<double>{0.9, 0.98}));
+      EXPECT_DOUBLE_EQ(r.real("optim.eps"), 1e-9);
+      EXPECT_DOUBLE_EQ(r.real("optim.lr"), 7e-4);
+      EXPECT_EQ(r.string("lr.schedule"), "inverse_sqrt");
+      EXPECT_EQ(r.integer("lr.warmup"), 4000);
+      EXPECT_DOUBLE_EQ(r.real("lr.warmup_init_lr"), 1e-7);
+      EXPECT_DOUBLE_EQ(r.real("train.label_smoothing"), 0.1);
+      // about 28k target tokens per update, 100k updates, enough checkpoints to average
+      const int64_t tokens = r.integer("data.max_tokens") * r.integer("train.update_freq");
+      EXPECT_GE(tokens, 27000);
+      EXPECT_LE(tokens, 29000);
+      EXPECT_EQ(r.integer("train.max_updates"), 100000);
+      EXPECT_GE(r.integer("train.keep_last"), r.integer("eval.average_last"));
+      EXPECT_EQ(r.string("train.save_dir"), "runs/wmt14_en_de/" + name);
+      // data and evaluation
+      EXPECT_EQ(r.string("data.train_prefix"), "work/wmt14_en_de/train");
+      EXPECT_EQ(r.string("data.valid_prefix"), "work/wmt14_en_de/dev");
+      EXPECT_EQ(r.string("data.test_prefix"), "work/wmt14_en_de/test");
+      EXPECT_TRUE(r.boolean("eval.valid_bleu"));
+      EXPECT_EQ(r.integer("eval.valid_beam"), 1);
+      EXPECT_EQ(r.integer("eval.valid_sentences"), 500);
+      EXPECT_EQ(r.string("train.best_metric"), "bleu");
+      EXPECT_EQ(r.string("train.best_mode"), "max");
+      EXPECT_EQ(r.integer("eval.average_last"), 5);
+      EXPECT_EQ(r.integer("eval.beam"), 4);
+      EXPECT_DOUBLE_EQ(r.real("eval.lenpen"), 0.6);
+    }
+  }
+}
