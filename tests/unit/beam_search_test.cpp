@@ -294,6 +294,52 @@ TEST(BeamSearch, CachedBatchedSearchMatchesUncachedReference) {
   EXPECT_GT(longer_than_one, 10);  // the searches did search
 }
 
+// Exhaustive search: every output over a 3-token vocabulary (plus EOS) of at
+// most 3 tokens, 40 in all, scored by the uncached model; a beam wide enough
+// to keep them all must return the best of them.
+TEST(BeamSearch, WideBeamFindsTheBruteForceBest) {
+  const auto sents = sources();
+  auto [src, pad] = batch_of(sents);
+  for (const Model& m : tiny_models()) {
+    for (double lenpen : {0.0, 1.0}) {
+      const SearchOptions o = options(64, lenpen, 0.0, 3, /*vocab_limit=*/6);  // tokens 3, 4, 5 and EOS
+      const std::vector<NBest> found = beam_search(*m.net, src, pad, o);
+      for (size_t s = 0; s < sents.size(); ++s) {
+        autograd::NoGradGuard no_grad;
+        const int64_t S = static_cast<int64_t>(sents[s].size());
+        const Tensor one_src = Tensor::from_vector_i64(sents[s], {1, S});
+        const Tensor one_pad = Tensor::zeros({1, S}, DType::b8);
+        const Tensor memory = m.net->encode(one_src, one_pad);
+        std::vector<std::vector<int64_t>> outputs{{}};
+        for (size_t i = 0; i < outputs.size(); ++i)
+          if (outputs[i].size() < 3)
+            for (int64_t v : {3, 4, 5}) {
+              outputs.push_back(outputs[i]);
+              outputs.back().push_back(v);
+            }
+        ASSERT_EQ(outputs.size(), 40u);
+        double best = -INFINITY;
+        std::vector<int64_t> best_tokens;
+        for (const auto& y : outputs) {
+          std::vector<int64_t> in{o.bos};
+          in.insert(in.end(), y.begin(), y.end());
+          const int64_t T = static_cast<int64_t>(in.size());
+          const Tensor lp = log_softmax(m.net->decode(Tensor::from_vector_i64(in, {1, T}), memory, one_pad), -1)
+                                .contiguous();  // [1, T, V]
+          const int64_t V = lp.size(2);
+          double logprob = 0;
+          for (int64_t t = 0; t < T; ++t)
+            logprob += lp.data<float>()[t * V + (t + 1 < T ? y[static_cast<size_t>(t)] : o.eos)];
+          const double score = length_penalized(logprob, T, lenpen);
+          if (score > best) best = score, best_tokens = y;
+        }
+        EXPECT_EQ(str(found[s].front().tokens), str(best_tokens)) << m.name << " lenpen " << lenpen << " sentence " << s;
+        EXPECT_NEAR(found[s].front().score, best, 1e-4) << m.name << " lenpen " << lenpen << " sentence " << s;
+      }
+    }
+  }
+}
+
 TEST(BeamSearch, BatchOfDifferentLengthsEqualsEachSentenceAlone) {
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
