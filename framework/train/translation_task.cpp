@@ -124,6 +124,14 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
   const uint64_t seed = static_cast<uint64_t>(r.integer("train.seed"));
 
+  // A missing corpus most often means the preparation step has not run: say which one.
+  for (const char* key : {"data.train_prefix", "data.valid_prefix"})
+    for (const std::string& lang : {src_lang, tgt_lang}) {
+      const std::string path = data::corpus_path(r.string(key), lang);
+      CMHA_CHECK(fs::exists(path), std::string(key) + ": the corpus file '" + path +
+                                       "' does not exist (data/prepare_local_en_de.sh builds the local corpus, "
+                                       "data/prepare_wmt14_en_de.sh the WMT14 one)");
+    }
   // The corpora are always read and checked (a fraction of a second); only encoding is cached.
   data::ParallelCorpus train = data::read_parallel_corpus(r.string("data.train_prefix"), src_lang, tgt_lang);
   data::ParallelCorpus valid = data::read_parallel_corpus(r.string("data.valid_prefix"), src_lang, tgt_lang);

@@ -120,6 +120,10 @@ TEST(TextCorpus, TaskReportsCorpusErrors) {
   Generator g(1);
   const std::string msg = error_of([&] { train::TranslationTask task(toy_recipe(dir), g); });
   EXPECT_TRUE(contains(msg, dir + "/valid.en' has 40 lines but '" + dir + "/valid.de' has 1")) << msg;
+  // A missing corpus names the key, the file and the scripts that prepare one.
+  const std::string missing = error_of([&] { train::TranslationTask task(toy_recipe(dir, {"data.train_prefix=" + dir + "/nope"}), g); });
+  EXPECT_TRUE(contains(missing, "data.train_prefix: the corpus file '" + dir + "/nope.en' does not exist")) << missing;
+  EXPECT_TRUE(contains(missing, "data/prepare_local_en_de.sh")) << missing;
   fs::remove_all(dir);
 }
 
