@@ -50,7 +50,7 @@ class TranslationTask : public Task {
   std::unique_ptr<data::TokenBatcher> train_batcher_;
   std::vector<data::Batch> valid_batches_;
   float label_smoothing_;
-  int rank_;
+  int rank_, world_;
   bool encoded_ = false;
   int64_t epoch_ = -1, position_ = 0;
   std::vector<data::Batch> batches_;  // this rank's batches of epoch_
