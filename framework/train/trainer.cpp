@@ -249,6 +249,11 @@ struct Trainer::Impl {
     // Another world size: ranks the checkpoint had continue theirs, new ranks keep their seeded
     // generator, and every task re-shards its data order from the same global position.
     const size_t r = static_cast<size_t>(comm.rank());
+    const int64_t saved_world = t.value("world_size", int64_t{1});
+    if (saved_world != comm.size() && comm.is_main())
+      std::fprintf(stderr, "the checkpoint was written by %lld ranks, this run has %d: it continues from the same "
+                   "update and epoch position with the data re-dealt to %d ranks (not bit-identical)\n",
+                   static_cast<long long>(saved_world), comm.size(), comm.size());
     const bool has_ranks = t.contains("ranks") && t.at("ranks").size() > r;
     if (has_ranks || r == 0) {
       const auto rng = has_ranks ? t.at("ranks").at(r).at("dropout_rng") : t.at("dropout_rng");

@@ -260,10 +260,6 @@ void TranslationTask::restore_data_state(const nlohmann::json& s) {
     // Batches are dealt round-robin from one global order: `position` batches on each of
     // saved_world ranks is position·saved_world of them, re-dealt to this world.
     position = position * saved_world / world_;
-    if (rank_ == 0)
-      std::fprintf(stderr, "data: the checkpoint was written by %lld ranks, this run has %d: epoch %lld continues "
-                   "from the same global position with the batches re-dealt to %d ranks\n",
-                   static_cast<long long>(saved_world), world_, static_cast<long long>(epoch_), world_);
   } else if (s.contains("batches") && s.at("batches").get<int64_t>() != static_cast<int64_t>(batches_.size()) &&
              rank_ == 0)
     std::fprintf(stderr,
