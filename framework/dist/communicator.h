@@ -2,8 +2,11 @@
 // The trainer always talks to a Communicator; world size 1 is the `single`
 // backend, `mpi` (dist/mpi_communicator.h) runs under mpirun or srun, and a
 // GPU backend (NCCL, see dist/NCCL.md) implements the same calls. Collectives
-// act on contiguous buffers and must be called by every rank in the same
-// order (the usual MPI/NCCL rule); asynchronous ones return a handle.
+// must be called by every rank in the same order (the usual MPI/NCCL rule);
+// asynchronous ones return a handle. Float buffers are tensor data and live
+// where the tensors live (host memory for the CPU backend, device memory for
+// CUDA); double buffers and bytes are always host memory (counts, metrics,
+// small state), so a GPU backend routes them through its host bootstrap.
 #include <cstddef>
 #include <memory>
 #include <string>

@@ -1,6 +1,8 @@
 #include "train/gradient_buckets.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "tensor/error.h"
 
@@ -164,17 +166,21 @@ struct GradientBuckets::State {
     rebuilt = true;
     const size_t n = params.size();
     std::vector<char> seen(n, 0);
-    std::vector<float> order;  // parameter indices; exact in f32 below 2^24
+    std::vector<int64_t> order;  // parameter indices
     for (int64_t i : observed) {
-      order.push_back(static_cast<float>(i));
+      order.push_back(i);
       seen[i] = 1;
     }
     for (size_t i = n; i-- > 0;)
-      if (!seen[i]) order.push_back(static_cast<float>(i));
-    comm.broadcast(order.data(), n, 0);
-    std::vector<int64_t> indices(n);
-    for (size_t j = 0; j < n; ++j) indices[j] = static_cast<int64_t>(order[j]);
-    build(indices);
+      if (!seen[i]) order.push_back(static_cast<int64_t>(i));
+    // Host bytes, not a tensor collective: the float collectives act on the tensors' device.
+    const std::string mine(reinterpret_cast<const char*>(order.data()), n * sizeof(int64_t));
+    const std::string chosen = comm.all_gather_bytes(mine).at(0);
+    CMHA_CHECK(chosen.size() == mine.size(), "ranks disagree on the number of parameters (" +
+                                                 std::to_string(chosen.size() / sizeof(int64_t)) + " on rank 0, " +
+                                                 std::to_string(n) + " here): is every rank running the same model?");
+    std::memcpy(order.data(), chosen.data(), chosen.size());
+    build(order);
     observed.clear();
   }
 };
