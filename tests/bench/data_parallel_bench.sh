@@ -7,7 +7,9 @@
 # fraction of the all-reduce the backward pass hides:
 #   hidden = 1 - exchange left after backward (overlap) / exchange (no overlap)
 #
-#   tests/bench/data_parallel_bench.sh [steps] [repeats] [recipe]
+#   tests/bench/data_parallel_bench.sh [steps] [repeats] [recipe] [key=value ...]
+#
+# key=value overrides go to every run (e.g. train.dist_bucket_mb=5).
 #
 # Needs build/cmha built with MPI (openmpi-bin, libopenmpi-dev). Take figures
 # with `uptime` load below 1: the two ranks need both cores of this machine.
@@ -16,6 +18,8 @@ cd "$(dirname "$0")/../.."
 steps=${1:-5}
 repeats=${2:-3}
 recipe=${3:-recipes/bench/transformer_small_concat_dk256.yaml}
+shift $(( $# < 3 ? $# : 3 ))
+overrides=("$@")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # root in containers
 mpirun="mpirun -np 2 --oversubscribe --bind-to none"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -25,7 +29,7 @@ bench() {
   local launcher=$1
   shift
   # shellcheck disable=SC2086
-  $launcher build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads 1 "$@"
+  $launcher build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads 1 ${overrides[@]+"${overrides[@]}"} "$@"
 }
 echo "load before: $(uptime)"
 one=() two=() two_exchange=() flat=() flat_exchange=()
