@@ -1,7 +1,9 @@
 // cmha train [RECIPE] [--resume] [--dump-config] [key.path=value ...]
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -93,9 +95,11 @@ namespace {
 int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool resume, long long threads,
                dist::Communicator& comm) {
   long long t = threads > 0 ? threads : recipe.integer("train.threads");
-  // "All cores" shared by the ranks on this machine.
-  if (t == 0 && comm.local_size() > 1)
-    t = std::max<long long>(1, static_cast<long long>(std::thread::hardware_concurrency()) / comm.local_size());
+  // "All cores" shared by the ranks on this machine, within the cores this rank is bound to
+  // (OpenMP's default count follows the binding; mpirun binds 2 ranks to a core each).
+  if (t == 0 && comm.local_size() > 1 && !std::getenv("OMP_NUM_THREADS"))
+    t = std::max<long long>(1, std::min<long long>(omp_get_max_threads(), std::thread::hardware_concurrency() /
+                                                                              comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
 
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
