@@ -30,18 +30,20 @@ struct GradientBuckets::State {
   std::vector<Bucket> buckets;
   std::vector<char> packed;        // per parameter, this exchange
   std::vector<int64_t> observed;   // ready order seen in the first exchange
+  std::vector<int64_t> order;      // the buckets' parameter order
   bool armed = false, rebuilt = false;
   size_t next_launch = 0, next_poke = 0;
   double exposed = 0;
 
   State(dist::Communicator& c, BucketOptions o, std::vector<Tensor> p) : comm(c), opt(o), params(std::move(p)) {
     CMHA_CHECK(opt.bucket_bytes > 0, "train.dist_bucket_mb must be positive");
-    std::vector<int64_t> order(params.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(order.size() - 1 - i);
-    build(order);
+    std::vector<int64_t> reverse(params.size());
+    for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = static_cast<int64_t>(reverse.size() - 1 - i);
+    build(reverse);
   }
 
-  void build(const std::vector<int64_t>& order) {
+  void build(const std::vector<int64_t>& new_order) {
+    order = new_order;
     const size_t n = params.size();
     buckets.clear();
     bucket_of.assign(n, -1);
@@ -50,7 +52,7 @@ struct GradientBuckets::State {
     packed.assign(n, 0);
     int64_t bytes = opt.bucket_bytes;  // start a bucket with the first parameter
     std::vector<int64_t> elements;
-    for (int64_t i : order) {
+    for (int64_t i : new_order) {
       if (bytes >= opt.bucket_bytes) {
         buckets.emplace_back();
         elements.push_back(0);
@@ -166,21 +168,21 @@ struct GradientBuckets::State {
     rebuilt = true;
     const size_t n = params.size();
     std::vector<char> seen(n, 0);
-    std::vector<int64_t> order;  // parameter indices
+    std::vector<int64_t> ready;  // parameter indices
     for (int64_t i : observed) {
-      order.push_back(i);
+      ready.push_back(i);
       seen[i] = 1;
     }
     for (size_t i = n; i-- > 0;)
-      if (!seen[i]) order.push_back(static_cast<int64_t>(i));
+      if (!seen[i]) ready.push_back(static_cast<int64_t>(i));
     // Host bytes, not a tensor collective: the float collectives act on the tensors' device.
-    const std::string mine(reinterpret_cast<const char*>(order.data()), n * sizeof(int64_t));
+    const std::string mine(reinterpret_cast<const char*>(ready.data()), n * sizeof(int64_t));
     const std::string chosen = comm.all_gather_bytes(mine).at(0);
     CMHA_CHECK(chosen.size() == mine.size(), "ranks disagree on the number of parameters (" +
                                                  std::to_string(chosen.size() / sizeof(int64_t)) + " on rank 0, " +
                                                  std::to_string(n) + " here): is every rank running the same model?");
-    std::memcpy(order.data(), chosen.data(), chosen.size());
-    build(order);
+    std::memcpy(ready.data(), chosen.data(), chosen.size());
+    build(ready);
     observed.clear();
   }
 };
@@ -202,6 +204,25 @@ GradientBuckets::~GradientBuckets() = default;
 void GradientBuckets::arm() { state_->armed = true; }
 void GradientBuckets::finish(float scale) { state_->finish(scale); }
 int64_t GradientBuckets::buckets() const { return static_cast<int64_t>(state_->buckets.size()); }
+
+std::vector<int64_t> GradientBuckets::agreed_order() const {
+  return state_->rebuilt ? state_->order : std::vector<int64_t>{};
+}
+
+void GradientBuckets::use_order(const std::vector<int64_t>& order) {
+  State& s = *state_;
+  std::vector<char> seen(s.params.size(), 0);
+  bool permutation = order.size() == s.params.size();
+  for (int64_t i : order) {
+    permutation = permutation && i >= 0 && i < static_cast<int64_t>(seen.size()) && !seen[i];
+    if (permutation) seen[i] = 1;
+  }
+  CMHA_CHECK(permutation, "the checkpoint's gradient bucket order is not an order of this model's " +
+                              std::to_string(s.params.size()) + " parameters");
+  s.build(order);
+  s.rebuilt = true;
+  s.observed.clear();
+}
 double GradientBuckets::exposed_seconds() const { return state_->exposed; }
 
 }  // namespace cmha::train

@@ -40,6 +40,10 @@ class GradientBuckets {
   void finish(float scale);
 
   int64_t buckets() const;
+  // The parameter order of the buckets once agreed (after the first exchange; empty before), and
+  // its restoration from a checkpoint, so that a resumed run exchanges the same buckets.
+  std::vector<int64_t> agreed_order() const;
+  void use_order(const std::vector<int64_t>& order);
   // Seconds spent inside finish(): the communication the backward pass did not hide.
   double exposed_seconds() const;
 

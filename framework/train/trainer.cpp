@@ -181,6 +181,7 @@ struct Trainer::Impl {
                  {"best_metric", best_metric}, {"optimizer_steps", steps},
                  {"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}},
                  {"data", task.data_state()}, {"world_size", comm.size()}};
+    if (!buckets->agreed_order().empty()) c.trainer["bucket_order"] = buckets->agreed_order();
     return c;
   }
 
@@ -260,6 +261,9 @@ struct Trainer::Impl {
       dropout_gen->set_state(rng.at(0).get<uint64_t>(), rng.at(1).get<uint64_t>());
     }
     task.restore_data_state(has_ranks ? t.at("ranks").at(r).at("data") : t.at("data"));
+    // The same buckets as before the checkpoint (reductions of more than two ranks depend on them).
+    if (saved_world == comm.size() && comm.size() > 1 && t.contains("bucket_order"))
+      buckets->use_order(t.at("bucket_order").get<std::vector<int64_t>>());
   }
 
   // Rank 0's parameters on every rank (they start equal from the seed; this makes it a guarantee).

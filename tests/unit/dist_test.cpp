@@ -242,3 +242,27 @@ TEST(GradientBuckets, AccumulatedMicroBatchesAreExchangedOnceAfterTheLast) {
   for (size_t k = 0; k < local.size(); ++k)
     for (size_t i = 0; i < local[k].size(); ++i) EXPECT_FLOAT_EQ(reduced[k][i], local[k][i] * 2);
 }
+
+TEST(GradientBuckets, TheAgreedOrderTravelsThroughCheckpoints) {
+  TinyModel m;
+  TwinCommunicator twin;
+  train::GradientBuckets first(m.params(), twin, {16, true});
+  EXPECT_TRUE(first.agreed_order().empty());
+  first.arm();
+  m.backward(10);
+  first.finish(1.0f);
+  EXPECT_EQ(first.agreed_order(), (std::vector<int64_t>{2, 1, 0, 3}));  // c, b, a ready; then unused
+
+  train::GradientBuckets resumed(m.params(), twin, {16, true});
+  resumed.use_order(first.agreed_order());
+  EXPECT_EQ(resumed.agreed_order(), first.agreed_order());
+  const int gathers = twin.gathers;
+  for (Tensor p : m.params()) p.zero_grad();
+  resumed.arm();
+  m.backward(10);
+  EXPECT_EQ(twin.launched, 3 + 2);  // {c, b} and {a} during the backward pass, as the first run's second update
+  resumed.finish(1.0f);
+  EXPECT_EQ(twin.gathers, gathers);  // nothing left to agree on
+  EXPECT_TRUE(contains(error_of([&] { resumed.use_order({0, 1, 1, 3}); }),
+                       "the checkpoint's gradient bucket order is not an order of this model's 4 parameters"));
+}
