@@ -18,7 +18,8 @@ LOG=${TMPDIR:-/tmp}/cmha-install-apt.log
 # OpenCL (ocl-icd-opencl-dev), which libdnnl-dev only recommends.
 PACKAGES="g++ cmake ninja-build pkg-config libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev
 libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-zlib1g-dev libicu-dev dataset-fashion-mnist python3 python3-matplotlib ca-certificates"
+zlib1g-dev libicu-dev dataset-fashion-mnist python3 python3-matplotlib ca-certificates
+openmpi-bin libopenmpi-dev"
 PACKAGES="$PACKAGES libjpeg62-turbo-dev libpng-dev"  # image decoding (framework/data/image.cpp)
 
 say() { printf 'install.sh: %s\n' "$*"; }

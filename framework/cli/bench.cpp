@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/bench.h"
 
@@ -16,6 +17,10 @@ const char* kBenchUsage =
     "bench.batch_size sentences of bench.src_len source and bench.tgt_len target\n"
     "tokens, and prints one JSON line: tokens_per_s (target tokens per second at\n"
     "the median step) and step_ms_median among others.\n"
+    "\n"
+    "Under 'mpirun -np N' every rank times the same batch size and exchanges\n"
+    "gradients as 'cmha train' does; rank 0 prints tokens_per_s of all ranks\n"
+    "together and exchange_ms_median, the exchange the backward pass did not hide.\n"
     "\n"
     "options:\n"
     "  --steps N     timed steps (default 10)\n"
@@ -44,10 +49,13 @@ int bench_command(const Args& args) {
   if (recipe_path.empty()) throw Error("cmha bench needs a recipe file (try 'cmha bench --help')");
   const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));
-  const train::BenchResult r =
-      train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t);
-  std::printf("%s\n", r.json(recipe_path).c_str());
-  return 0;
+  const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
+  return dist::run_or_abort(*comm, [&] {
+    const train::BenchResult r =
+        train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm);
+    if (comm->is_main()) std::printf("%s\n", r.json(recipe_path).c_str());
+    return 0;
+  });
 }
 
 }  // namespace cmha::cli

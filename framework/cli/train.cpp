@@ -1,11 +1,14 @@
 // cmha train [RECIPE] [--resume] [--dump-config] [key.path=value ...]
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "cli/commands.h"
-#include "dist/communicator.h"
+#include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/image_task.h"
 #include "train/options.h"
@@ -23,6 +26,9 @@ const char* kTrainUsage =
     "recipes/local/fashion_mnist_vit.yaml (a small collaborative-attention ViT on\n"
     "Fashion-MNIST). key.path=value overrides any recipe key.\n"
     "\n"
+    "Data parallel: 'mpirun -np N cmha train RECIPE' (or srun under Slurm) trains\n"
+    "on N processes, each on 1/N of every batch; see train.dist_* below.\n"
+    "\n"
     "options:\n"
     "  --resume        continue from the latest checkpoint in train.save_dir\n"
     "  --dump-config   print the resolved recipe (every key) and exit\n"
@@ -37,6 +43,9 @@ void print_keys() {
                 spec.help.c_str());
   }
 }
+
+int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool resume, long long threads,
+               dist::Communicator& comm);
 
 }  // namespace
 
@@ -74,10 +83,25 @@ int train_command(const Args& args) {
     std::fputs(recipe.dump().c_str(), stdout);
     return 0;
   }
-  const long long t = threads > 0 ? threads : recipe.integer("train.threads");
+  // Before the task: its data preparation already waits on rank 0, and a failure there must end the job.
+  const std::unique_ptr<dist::Communicator> comm_owner =
+      dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
+  dist::Communicator& comm = *comm_owner;
+  return dist::run_or_abort(comm, [&] { return train_with(recipe, recipe_path, resume, threads, comm); });
+}
+
+namespace {
+
+int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool resume, long long threads,
+               dist::Communicator& comm) {
+  long long t = threads > 0 ? threads : recipe.integer("train.threads");
+  // "All cores" shared by the ranks on this machine, within the cores this rank is bound to
+  // (OpenMP's default count follows the binding; mpirun binds 2 ranks to a core each).
+  if (t == 0 && comm.local_size() > 1 && !std::getenv("OMP_NUM_THREADS"))
+    t = std::max<long long>(1, std::min<long long>(omp_get_max_threads(), std::thread::hardware_concurrency() /
+                                                                              comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
 
-  dist::SingleCommunicator comm;
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   std::unique_ptr<train::Task> task;
   const std::string kind = recipe.string("train.task");
@@ -90,18 +114,20 @@ int train_command(const Args& args) {
                "train.task translation needs model.kind transformer, got '" + recipe.string("model.kind") + "'");
     task = std::make_unique<train::TranslationTask>(recipe, init_gen, comm.rank(), comm.size());
   }
-  std::fprintf(stderr, "cmha train: %s | %s, %lld parameters, attention %s | %d threads | run dir %s\n",
-               recipe_path.empty() ? default_recipe_name() : recipe_path.c_str(), recipe.string("model.kind").c_str(),
-               static_cast<long long>(task->model().num_parameters()), recipe.string("model.attention.type").c_str(),
-               omp_get_max_threads(), recipe.string("train.save_dir").c_str());
+  if (comm.is_main())
+    std::fprintf(stderr, "cmha train: %s | %s, %lld parameters, attention %s | %d ranks × %d threads | run dir %s\n",
+                 recipe_path.empty() ? default_recipe_name() : recipe_path.c_str(), recipe.string("model.kind").c_str(),
+                 static_cast<long long>(task->model().num_parameters()), recipe.string("model.attention.type").c_str(),
+                 comm.size(), omp_get_max_threads(), recipe.string("train.save_dir").c_str());
   train::TrainerHooks hooks;
   hooks.resume = resume;
   hooks.stop_requested = [] { return interrupted(); };
   train::Trainer trainer(recipe, *task, comm, hooks);
   const train::TrainSummary s = trainer.run();
-  std::fprintf(stderr, "cmha train: %lld updates, %lld epochs, %lld skipped; last checkpoint %s\n",
-               static_cast<long long>(s.updates), static_cast<long long>(s.epochs),
-               static_cast<long long>(s.skipped_updates), s.last_checkpoint.c_str());
+  if (comm.is_main())
+    std::fprintf(stderr, "cmha train: %lld updates, %lld epochs, %lld skipped; last checkpoint %s\n",
+                 static_cast<long long>(s.updates), static_cast<long long>(s.epochs),
+                 static_cast<long long>(s.skipped_updates), s.last_checkpoint.c_str());
   if (s.interrupted) throw Interrupted{};
   if (comm.is_main()) {
     const nlohmann::json results = task->final_evaluation(recipe.string("train.save_dir"));
@@ -113,5 +139,7 @@ int train_command(const Args& args) {
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace cmha::cli

@@ -10,6 +10,7 @@
 #include "autograd/ops.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
+#include "train/gradient_buckets.h"
 #include "train/model_config.h"
 
 namespace cmha::train {
@@ -36,7 +37,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads) {
+BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
+                                   dist::Communicator& comm) {
   CMHA_CHECK(recipe.string("model.kind") == "transformer",
              "cmha bench times the encoder-decoder transformer; this recipe's model.kind is '" +
                  recipe.string("model.kind") + "'");
@@ -50,12 +52,17 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   model.train();
 
   optim::Adam adam(model.parameters(), adam_options(recipe));
+  for (Tensor& p : model.parameters()) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
+  BucketOptions bucket_options;
+  bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
+  bucket_options.overlap = recipe.boolean("train.dist_overlap");
+  GradientBuckets buckets(model.parameters(), comm, bucket_options);
   const float smoothing = static_cast<float>(recipe.real("train.label_smoothing"));
 
   const int64_t B = recipe.integer("bench.batch_size"), S = recipe.integer("bench.src_len"),
                 T = recipe.integer("bench.tgt_len");
   CMHA_CHECK(T >= 2, "bench.tgt_len must be at least 2 (decoder input and labels are shifted by one)");
-  Generator data_gen(seed + 2);
+  Generator data_gen(seed + 2 + static_cast<uint64_t>(comm.rank()));  // each rank its own batch
   // Shapes: src [B, S]; target [B, T] -> decoder input [B, T-1], labels [B·(T-1)]
   Tensor src = random_tokens(data_gen, B, S, 4, cfg.src_vocab);
   Tensor tgt = random_tokens(data_gen, B, T, 4, cfg.tgt_vocab);
@@ -66,7 +73,9 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   r.attention = cfg.encoder_attention.type;
   r.parameters = model.num_parameters();
   r.threads = omp_get_max_threads();
-  r.target_tokens = B * (T - 1);
+  r.ranks = comm.size();
+  r.target_tokens = B * (T - 1) * comm.size();
+  std::vector<double> exchange_ms;
   const bool bf16 = recipe.boolean("train.bf16");
   for (int i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -74,15 +83,22 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     adam.zero_grad();
     Tensor logits = model.forward(src, src_pad, tgt_in);  // [B, T-1, V]
     Tensor loss = cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
+    buckets.arm();
     loss.backward();
+    const double exposed_before = buckets.exposed_seconds();
+    buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many tokens: the mean of means
     adam.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const float l = loss.item();
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
-    if (i >= warmup) r.step_ms.push_back(ms);
+    if (i >= warmup) {
+      r.step_ms.push_back(ms);
+      exchange_ms.push_back(1000.0 * (buckets.exposed_seconds() - exposed_before));
+    }
   }
   r.step_ms_median = median(r.step_ms);
+  r.exchange_ms_median = comm.size() > 1 ? median(exchange_ms) : 0.0;
   r.tokens_per_s = static_cast<double>(r.target_tokens) / (r.step_ms_median / 1000.0);
   return r;
 }
@@ -90,7 +106,8 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
 std::string BenchResult::json(const std::string& recipe_name) const {
   nlohmann::json j = {{"framework", "cmha"},         {"recipe", recipe_name},
                       {"attention", attention},      {"parameters", parameters},
-                      {"threads", threads},          {"target_tokens", target_tokens},
+                      {"threads", threads},          {"ranks", ranks},
+                      {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},
                       {"tokens_per_s", tokens_per_s}, {"first_loss", first_loss},
                       {"last_loss", last_loss}};

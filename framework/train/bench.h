@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "train/recipe.h"
 
 namespace cmha::train {
@@ -11,17 +12,22 @@ namespace cmha::train {
 struct BenchResult {
   std::string attention;        // encoder self-attention type
   int64_t parameters = 0;
-  int threads = 0;
-  int64_t target_tokens = 0;    // per step (labels)
+  int threads = 0;               // per rank
+  int ranks = 1;                // data-parallel processes, each with the whole bench batch
+  int64_t target_tokens = 0;    // per step (labels), all ranks together
   std::vector<double> step_ms;  // every timed step
   double step_ms_median = 0;
   double tokens_per_s = 0;      // target tokens / median step time
+  double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
   std::string json(const std::string& recipe_name) const;
 };
 
 // Runs `warmup` untimed then `steps` timed steps of the recipe's transformer
-// with bench.batch_size × bench.src_len source and × bench.tgt_len target tokens.
-BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads);
+// with bench.batch_size × bench.src_len source and × bench.tgt_len target tokens
+// on every rank of `comm`, gradients exchanged as `cmha train` does
+// (train.dist_bucket_mb, train.dist_overlap); the result is rank 0's timing.
+BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
+                                   dist::Communicator& comm);
 
 }  // namespace cmha::train

@@ -114,11 +114,17 @@ std::map<std::string, double> ImageClassificationTask::validate() {
   return {{"loss", loss / n}, {"accuracy", 100.0 * top1 / n}, {"top5", 100.0 * top5 / n}};
 }
 
-nlohmann::json ImageClassificationTask::data_state() const { return {{"epoch", epoch_}, {"position", position_}}; }
+nlohmann::json ImageClassificationTask::data_state() const {
+  return {{"epoch", epoch_}, {"position", position_}, {"world", world_}};
+}
 
 void ImageClassificationTask::restore_data_state(const nlohmann::json& s) {
   start_epoch(s.at("epoch").get<int64_t>());
-  position_ = s.at("position").get<int64_t>();
+  // Samples are dealt round-robin from one global order: `position` on each of the
+  // checkpoint's ranks is position·world samples consumed, re-dealt to this world.
+  const int64_t saved_world = s.value("world", int64_t{1});
+  position_ = std::min<int64_t>(s.at("position").get<int64_t>() * saved_world / world_,
+                                static_cast<int64_t>(order_.size()));
 }
 
 }  // namespace cmha::train

@@ -108,6 +108,10 @@ std::vector<OptionSpec> build() {
   add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);
   add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
   add("train.log_every", T::integer, "50", "Write a metrics row (and a plain log line off-terminal) every N updates", 1);
+  // Data parallelism (dist/launch.h, train/gradient_buckets.h)
+  add("train.dist_backend", T::string, "auto", "Communicator: auto = mpi when mpirun/srun started several processes, else single", -1e300, 1e300, {"auto", "single", "mpi"});
+  add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass", 1e-6, 1 << 20);
+  add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
   // ---- translation data (translation_task) ----
   add("data.train_prefix", T::string, "work/local_en_de/train", "Training corpus: <prefix>.<source_lang> and <prefix>.<target_lang>, line-aligned UTF-8");
   add("data.valid_prefix", T::string, "work/local_en_de/dev", "Validation corpus prefix (as data.train_prefix)");

@@ -16,6 +16,7 @@
 #include "optim/ema.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
+#include "train/gradient_buckets.h"
 #include "train/model_config.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
@@ -82,10 +83,12 @@ struct Trainer::Impl {
   std::unique_ptr<optim::ExponentialMovingAverage> ema;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::shared_ptr<Generator> dropout_gen;
+  std::unique_ptr<GradientBuckets> buckets;  // the gradient exchange (world 1: scaling only)
   std::ofstream metrics;
   // trainer state (saved in checkpoints)
   int64_t update = 0, epoch = 0, nonfinite_in_row = 0, skipped = 0, stale_validations = 0;
   double best = NAN;
+  int64_t saved_update = -1;  // the update of the last checkpoint_<update> written
   // options
   int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite;
   double clip_norm;
@@ -135,6 +138,12 @@ struct Trainer::Impl {
     schedule = make_schedule(r, task.batches_per_epoch() / update_freq);
     dropout_gen = std::make_shared<Generator>(static_cast<uint64_t>(r.integer("train.seed")) * 7919 + 17 + comm.rank());
     task.model().set_generator(dropout_gen);
+    BucketOptions bo;
+    bo.bucket_bytes = static_cast<int64_t>(r.real("train.dist_bucket_mb") * (1 << 20));
+    bo.overlap = r.boolean("train.dist_overlap");
+    std::vector<Tensor> ps;
+    for (auto& [n, p] : params) ps.push_back(p);
+    buckets = std::make_unique<GradientBuckets>(ps, comm, bo);
   }
 
   bool improved(double v) const { return std::isnan(best) || (maximize ? v > best : v < best); }
@@ -162,12 +171,24 @@ struct Trainer::Impl {
                  {"best_metric", best_metric}, {"optimizer_steps", steps},
                  {"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}},
                  {"data", task.data_state()}, {"world_size", comm.size()}};
+    if (!buckets->agreed_order().empty()) c.trainer["bucket_order"] = buckets->agreed_order();
     return c;
   }
 
+  // This rank's dropout RNG and data position; rank 0's are also the top-level "dropout_rng" and "data".
+  nlohmann::json rank_state() const {
+    return {{"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}}, {"data", task.data_state()}};
+  }
+
+  // Collective: every rank's state is gathered into rank 0's file, so every rank calls it.
   void save(const std::string& name) {
+    const std::vector<std::string> states = comm.all_gather_bytes(rank_state().dump());
+    if (name != "checkpoint_best.safetensors") saved_update = update;
     if (!comm.is_main()) return;
-    save_checkpoint((fs::path(dir) / name).string(), snapshot());
+    Checkpoint c = snapshot();
+    c.trainer["ranks"] = nlohmann::json::array();
+    for (const std::string& st : states) c.trainer["ranks"].push_back(nlohmann::json::parse(st));
+    save_checkpoint((fs::path(dir) / name).string(), c);
   }
 
   void prune() {
@@ -207,9 +228,31 @@ struct Trainer::Impl {
     nonfinite_in_row = t.at("nonfinite_in_row").get<int64_t>();
     stale_validations = t.at("stale_validations").get<int64_t>();
     best = t.at("best").is_null() ? NAN : t.at("best").get<double>();
-    const auto rng = t.at("dropout_rng");
-    dropout_gen->set_state(rng.at(0).get<uint64_t>(), rng.at(1).get<uint64_t>());
-    task.restore_data_state(t.at("data"));
+    saved_update = update;
+    // Same world size: each rank continues its own RNG and data position (bit-identical).
+    // Another world size: ranks the checkpoint had continue theirs, new ranks keep their seeded
+    // generator, and every task re-shards its data order from the same global position.
+    const size_t r = static_cast<size_t>(comm.rank());
+    const int64_t saved_world = t.value("world_size", int64_t{1});
+    if (saved_world != comm.size() && comm.is_main())
+      std::fprintf(stderr, "the checkpoint was written by %lld ranks, this run has %d: it continues from the same "
+                   "update and epoch position with the data re-dealt to %d ranks (not bit-identical)\n",
+                   static_cast<long long>(saved_world), comm.size(), comm.size());
+    const bool has_ranks = t.contains("ranks") && t.at("ranks").size() > r;
+    if (has_ranks || r == 0) {
+      const auto rng = has_ranks ? t.at("ranks").at(r).at("dropout_rng") : t.at("dropout_rng");
+      dropout_gen->set_state(rng.at(0).get<uint64_t>(), rng.at(1).get<uint64_t>());
+    }
+    task.restore_data_state(has_ranks ? t.at("ranks").at(r).at("data") : t.at("data"));
+    // The same buckets as before the checkpoint (reductions of more than two ranks depend on them).
+    if (saved_world == comm.size() && comm.size() > 1 && t.contains("bucket_order"))
+      buckets->use_order(t.at("bucket_order").get<std::vector<int64_t>>());
+  }
+
+  // Rank 0's parameters on every rank (they start equal from the seed; this makes it a guarantee).
+  void broadcast_parameters() {
+    if (comm.size() == 1) return;
+    for (auto& [name, p] : params) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
   }
 
   void log_row(const nlohmann::json& row) {
@@ -220,6 +263,12 @@ struct Trainer::Impl {
 
   std::map<std::string, double> validate() {
     auto m = task.validate();
+    // The mean over ranks: every rank then takes the same best/early-stopping decisions.
+    std::vector<double> values;
+    for (auto& [k, v] : m) values.push_back(v);
+    comm.all_reduce(values.data(), values.size(), dist::ReduceOp::average);
+    size_t j = 0;
+    for (auto& [k, v] : m) v = values[j++];
     nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch}};
     for (auto& [k, v] : m) row[k] = v;
     log_row(row);
@@ -254,14 +303,20 @@ TrainSummary Trainer::run() {
     fs::create_directories(s.dir);
     std::ofstream(fs::path(s.dir) / "recipe.yaml") << s.recipe.dump();
   }
-  std::string resume_path = s.hooks.resume ? latest_checkpoint(s.dir) : "";
+  // Rank 0 picks the checkpoint (the run directory must be shared by all ranks).
+  const std::string resume_path = s.comm.all_gather_bytes(s.hooks.resume ? latest_checkpoint(s.dir) : "").at(0);
   if (!resume_path.empty()) {
     s.resume_from(resume_path);
     if (s.comm.is_main()) std::fprintf(stderr, "resumed from %s at update %lld\n", resume_path.c_str(), (long long)s.update);
   } else {
     s.task.start_epoch(s.epoch);
   }
-  s.metrics.open(fs::path(s.dir) / "metrics.jsonl", std::ios::app);
+  s.broadcast_parameters();
+  if (s.comm.is_main()) s.metrics.open(fs::path(s.dir) / "metrics.jsonl", std::ios::app);
+  if (s.comm.is_main() && s.comm.size() > 1)
+    std::fprintf(stderr, "data parallel: %d ranks (%s), gradients in %lld buckets of %g MB, %s\n", s.comm.size(),
+                 s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
+                 s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
   const bool tty = isatty(2);
   const auto t_start = std::chrono::steady_clock::now();
   auto t_window = t_start;
@@ -295,25 +350,21 @@ TrainSummary Trainer::run() {
     for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
       autograd::AutocastGuard autocast(s.bf16);
       BatchLoss b = s.task.next_batch_loss();
+      // Gradients leave the rank only in the update's last backward pass.
+      if (k + 1 == s.update_freq || !s.task.has_next_batch()) s.buckets->arm();
       b.loss_sum.backward();
       loss += b.loss_sum.item();
       units += static_cast<double>(b.units);
       correct += b.correct;
     }
     // Sum gradients and counts over ranks, then average by the global unit count,
-    // so the update equals one process with the whole batch.
-    double totals[3] = {loss, units, correct};
-    s.comm.all_reduce_sum(totals, 3);
-    for (auto& [name, p] : s.params) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      s.comm.all_reduce_sum(g.data<float>(), static_cast<size_t>(g.numel()));
-      float* pg = g.data<float>();
-      const float inv = static_cast<float>(1.0 / std::max(1.0, totals[1]));
-      const int64_t n = g.numel();
-#pragma omp parallel for simd if (n > 32768)
-      for (int64_t i = 0; i < n; ++i) pg[i] *= inv;
-    }
+    // so the update equals one process with the whole batch. A stop request on
+    // any rank stops every rank after this update.
+    const bool stop_here = s.hooks.stop_requested && s.hooks.stop_requested();
+    double totals[4] = {loss, units, correct, stop_here ? 1.0 : 0.0};
+    s.comm.all_reduce(totals, 4, dist::ReduceOp::sum);
+    s.buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
+    const bool stop = totals[3] > 0;
     std::vector<Tensor> ps;
     for (auto& [n, p] : s.params) ps.push_back(p);
     gnorm = s.clip_norm > 0 ? optim::clip_grad_norm(ps, s.clip_norm) : optim::grad_norm(ps);
@@ -378,14 +429,14 @@ TrainSummary Trainer::run() {
       s.save(checkpoint_name(s.update));
       s.prune();
     }
-    if (s.hooks.stop_requested && s.hooks.stop_requested()) {
+    if (stop) {
       s.save(checkpoint_name(s.update));
       summary.interrupted = true;
       break;
     }
   }
   if (tty && s.comm.is_main()) std::fprintf(stderr, "\n");
-  if (!summary.interrupted && !summary.early_stopped && !fs::exists(fs::path(s.dir) / checkpoint_name(s.update)))
+  if (!summary.interrupted && !summary.early_stopped && s.saved_update != s.update)
     s.save(checkpoint_name(s.update));  // the final state, when the run stopped between epochs
   summary.updates = s.update;
   summary.epochs = s.epoch;

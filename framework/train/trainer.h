@@ -15,7 +15,7 @@
 namespace cmha::train {
 
 struct TrainerHooks {
-  std::function<bool()> stop_requested;  // polled after each update (Ctrl-C)
+  std::function<bool()> stop_requested;  // polled once per update (Ctrl-C); any rank's request stops all
   bool resume = false;                   // continue from the latest checkpoint in train.save_dir
 };
 

@@ -115,7 +115,8 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> model_lengths(const data::
 
 }  // namespace
 
-TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank, int world) : rank_(rank) {
+TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank, int world)
+    : rank_(rank), world_(world) {
   const bool verbose = rank == 0;
   const nn::TransformerConfig cfg = transformer_config(r);
   const std::string save_dir = r.string("train.save_dir");
@@ -346,13 +347,20 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
 }
 
 nlohmann::json TranslationTask::data_state() const {
-  return {{"epoch", epoch_}, {"position", position_}, {"batches", static_cast<int64_t>(batches_.size())}};
+  return {{"epoch", epoch_}, {"position", position_}, {"batches", static_cast<int64_t>(batches_.size())},
+          {"world", world_}};
 }
 
 void TranslationTask::restore_data_state(const nlohmann::json& s) {
   start_epoch(s.at("epoch").get<int64_t>());
-  const int64_t position = s.at("position").get<int64_t>();
-  if (s.contains("batches") && s.at("batches").get<int64_t>() != static_cast<int64_t>(batches_.size()) && rank_ == 0)
+  int64_t position = s.at("position").get<int64_t>();
+  const int64_t saved_world = s.value("world", int64_t{1});
+  if (saved_world != world_) {
+    // Batches are dealt round-robin from one global order: `position` batches on each of
+    // saved_world ranks is position·saved_world of them, re-dealt to this world.
+    position = position * saved_world / world_;
+  } else if (s.contains("batches") && s.at("batches").get<int64_t>() != static_cast<int64_t>(batches_.size()) &&
+             rank_ == 0)
     std::fprintf(stderr,
                  "data: warning: the checkpoint's epoch %lld had %lld batches, this recipe makes %zu (data.max_tokens, "
                  "data.max_len, the corpus or the ranks changed): the resume is not exact\n",

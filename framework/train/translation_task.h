@@ -68,7 +68,7 @@ class TranslationTask : public Task {
     int64_t average_last = 5, beam = 4, max_len_b = 50, max_tokens = 4096;
     double lenpen = 0.6, max_len_a = 1.0;
   } final_;
-  int rank_;
+  int rank_, world_;
   bool encoded_ = false;
   int64_t epoch_ = -1, position_ = 0;
   std::vector<data::Batch> batches_;  // this rank's batches of epoch_

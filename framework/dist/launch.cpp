@@ -1,0 +1,101 @@
+#include "dist/launch.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "tensor/error.h"
+#ifdef CMHA_WITH_MPI
+#include "dist/mpi_communicator.h"
+#endif
+
+namespace cmha::dist {
+
+namespace {
+
+int env_int(const GetEnv& getenv, const char* name, int fallback) {
+  const char* text = getenv(name);
+  if (!text) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  CMHA_CHECK(*text != '\0' && *end == '\0' && v >= 0 && v < (1 << 24),
+             std::string("the launcher's environment variable ") + name + "='" + text + "' is not a process count or rank");
+  return static_cast<int>(v);
+}
+
+struct LauncherVariables {
+  const char* name;
+  const char *size, *rank, *local_rank;
+};
+
+// Most specific first: mpirun inside a Slurm allocation also inherits SLURM_*.
+constexpr LauncherVariables kLaunchers[] = {
+    {"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"mpiexec (PMI)", "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID"},
+    {"srun (Slurm)", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
+};
+
+}  // namespace
+
+Launch launch_from_environment(const GetEnv& getenv) {
+  Launch l;
+  for (const auto& v : kLaunchers) {
+    if (!getenv(v.size)) continue;
+    l.launcher = v.name;
+    l.size_variable = v.size;
+    l.size = env_int(getenv, v.size, 1);
+    l.rank = env_int(getenv, v.rank, 0);
+    l.local_rank = env_int(getenv, v.local_rank, 0);
+    CMHA_CHECK(l.size >= 1 && l.rank < l.size, std::string("the launcher's environment is inconsistent: ") + v.rank +
+                                                   "=" + std::to_string(l.rank) + " is not below " + v.size + "=" +
+                                                   std::to_string(l.size));
+    break;
+  }
+  return l;
+}
+
+bool mpi_built() {
+#ifdef CMHA_WITH_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch) {
+  CMHA_CHECK(backend == "auto" || backend == "single" || backend == "mpi",
+             "train.dist_backend must be auto, single or mpi, not '" + backend + "'");
+  const std::string started = launch.launcher + " started " + std::to_string(launch.size) + " processes (" +
+                              launch.size_variable + "=" + std::to_string(launch.size) + ")";
+  if (backend == "single" || (backend == "auto" && launch.size == 1)) {
+    CMHA_CHECK(launch.size == 1, started + " but train.dist_backend is single: each would train alone and "
+                                 "overwrite the others' run directory; use train.dist_backend=auto");
+    return std::make_unique<SingleCommunicator>();
+  }
+  CMHA_CHECK(mpi_built(), (launch.size > 1 ? started : std::string("train.dist_backend is mpi")) +
+                              " but this cmha was built without MPI: install libopenmpi-dev and rebuild "
+                              "(CMake option CMHA_MPI), or run a single process without mpirun/srun");
+#ifdef CMHA_WITH_MPI
+  auto comm = std::make_unique<MpiCommunicator>();
+  CMHA_CHECK(launch.size == 1 || comm->size() == launch.size,
+             started + " but MPI sees a world of " + std::to_string(comm->size()) +
+                 ": the launcher and the MPI library do not match (under Slurm use 'srun --mpi=pmix'; "
+                 "with mpirun use the one of the MPI cmha was built with)");
+  return comm;
+#else
+  return nullptr;
+#endif
+}
+
+int run_or_abort(Communicator& comm, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (comm.size() == 1) throw;
+    std::fprintf(stderr, "cmha: rank %d of %d failed: %s\n", comm.rank(), comm.size(), e.what());
+    std::fflush(stderr);
+    comm.abort(dynamic_cast<const Error*>(&e) ? 2 : 1);
+  }
+  return 1;  // not reached (abort ends the process); GCC does not trust [[noreturn]] through a virtual call
+}
+
+}  // namespace cmha::dist

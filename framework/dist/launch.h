@@ -1,0 +1,44 @@
+#pragma once
+// How a process learns its place in a job: the launcher's environment
+// (mpirun, mpiexec, srun), the communicator the recipe asks for, and what
+// happens when one rank fails.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dist/communicator.h"
+
+namespace cmha::dist {
+
+// What the launcher says about this process. A plain start is rank 0 of 1.
+struct Launch {
+  std::string launcher;       // "mpirun (Open MPI)", "mpiexec (PMI)", "srun (Slurm)"; "" = none
+  std::string size_variable;  // the variable that gave the world size, for messages
+  int rank = 0, size = 1, local_rank = 0;
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// Reads Open MPI's OMPI_COMM_WORLD_*, then MPICH/Intel's PMI_*, then Slurm's
+// SLURM_STEP_NUM_TASKS/SLURM_PROCID/SLURM_LOCALID (set by srun, not by sbatch
+// alone). A value that is not a number, or a rank outside the size, is an error
+// naming the variable.
+Launch launch_from_environment(const GetEnv& getenv = [](const char* name) -> const char* { return std::getenv(name); });
+
+// True when this build has the MPI backend (CMake found MPI).
+bool mpi_built();
+
+// The communicator for train.dist_backend (`auto`, `single` or `mpi`): `auto`
+// is `mpi` when a launcher started more than one process, else `single`.
+// Launching inconsistently (several processes but `single`, or no MPI in this
+// build, or an MPI that sees another world size than the launcher) is an
+// error that says what to do instead.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch);
+
+// Runs `body`. In a world of several processes, an exception ends the whole
+// job: it prints "cmha: rank R of N failed: <message>" and calls
+// comm.abort (exit 2 for a cmha::Error, 1 otherwise), because the other
+// ranks may wait in a collective this rank will never join. Alone, it rethrows.
+int run_or_abort(Communicator& comm, const std::function<int()>& body);
+
+}  // namespace cmha::dist

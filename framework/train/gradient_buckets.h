@@ -1,0 +1,55 @@
+#pragma once
+// Data-parallel gradient exchange: the parameters' gradients are packed into
+// buckets of about `bucket_bytes`, in the order the backward pass finishes
+// them, and each bucket is summed over the ranks asynchronously as soon as it
+// is full, so communication overlaps the rest of the backward pass.
+//
+// Buckets start in reverse registration order (the last layers finish first);
+// after the first exchange they are rebuilt in the order rank 0 observed, the
+// same on every rank. Buckets are always launched in index order, so every
+// rank issues the same collectives in the same order even if its hooks fire
+// in another one. A parameter with no gradient on any rank keeps none (as with
+// one process); one with a gradient on some rank gets the sum.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "tensor/tensor.h"
+
+namespace cmha::train {
+
+struct BucketOptions {
+  int64_t bucket_bytes = 25 << 20;
+  bool overlap = true;  // false: every bucket goes out after the backward pass, blocking
+};
+
+class GradientBuckets {
+ public:
+  GradientBuckets(const std::vector<Tensor>& params, dist::Communicator& comm, BucketOptions options);
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  // The next backward pass is the update's last micro-batch: its gradients are
+  // final, and buckets go out as they fill (earlier micro-batches only accumulate).
+  void arm();
+  // Sends what is left, waits for every bucket, and leaves each gradient as
+  // its sum over the ranks times `scale`.
+  void finish(float scale);
+
+  int64_t buckets() const;
+  // The parameter order of the buckets once agreed (after the first exchange; empty before), and
+  // its restoration from a checkpoint, so that a resumed run exchanges the same buckets.
+  std::vector<int64_t> agreed_order() const;
+  void use_order(const std::vector<int64_t>& order);
+  // Seconds spent inside finish(): the communication the backward pass did not hide.
+  double exposed_seconds() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;  // the hooks hold it weakly: they outlive this object on the parameters
+};
+
+}  // namespace cmha::train

@@ -1,0 +1,163 @@
+// Run under `mpirun -np 2`: the MPI collectives, and data-parallel training
+// against one process with the whole batch (weights after several updates,
+// with and without overlap and accumulation, and resumes across world sizes).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "mpi_test_support.h"
+#include "support/check.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+using namespace cmha;
+using namespace cmha::mpitest;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every parameter, in order, as one vector.
+std::vector<float> weights_of(train::Task& task) {
+  std::vector<float> all;
+  for (auto& [name, p] : task.model().named_parameters()) {
+    const auto v = p.to_float_vector();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+// Trains a fresh task of `batch` samples per rank on `comm` (resuming from `dir` when asked).
+std::vector<float> train_weights(dist::Communicator& comm, const std::string& dir, int64_t batch, int64_t epochs,
+                                 const std::string& extra = "", bool resume = false) {
+  ShardedRegressionTask task(comm.rank(), comm.size(), batch);
+  train::TrainerHooks hooks;
+  hooks.resume = resume;
+  const train::Recipe recipe = regression_recipe(dir, epochs, extra);
+  train::Trainer(recipe, task, comm, hooks).run();
+  return weights_of(task);
+}
+
+// The same run on one process alone (every rank computes it, no communication).
+std::vector<float> single_process_weights(int64_t batch, int64_t epochs, const std::string& extra = "") {
+  dist::SingleCommunicator alone;
+  const std::string dir = test::temp_dir("dp_single");
+  const auto w = train_weights(alone, dir, batch, epochs, extra);
+  fs::remove_all(dir);
+  return w;
+}
+
+::testing::AssertionResult close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " weights";
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i] - b[i]) > tol * (1.0f + std::abs(b[i])))
+      return ::testing::AssertionFailure() << "weight " << i << ": " << a[i] << " vs " << b[i];
+  return ::testing::AssertionSuccess();
+}
+
+// Rank 0's vector on every rank, to check the ranks agree.
+std::vector<float> rank0(std::vector<float> v) {
+  world().broadcast(v.data(), v.size(), 0);
+  return v;
+}
+
+}  // namespace
+
+TEST(Collectives, ReduceBroadcastGatherScatter) {
+  dist::Communicator& c = world();
+  ASSERT_EQ(c.size(), 2) << "run under mpirun -np 2";
+  const float r = static_cast<float>(c.rank());
+  std::vector<float> a = {r + 1, 10 * r};
+  c.all_reduce(a.data(), a.size(), dist::ReduceOp::sum);
+  EXPECT_EQ(a, (std::vector<float>{3, 10}));
+  std::vector<double> d = {r + 1.0};
+  c.all_reduce(d.data(), d.size(), dist::ReduceOp::average);
+  EXPECT_EQ(d[0], 1.5);
+  std::vector<float> async = {r, 2 * r};
+  auto req = c.all_reduce_async(async.data(), async.size(), dist::ReduceOp::average);
+  req->wait();
+  EXPECT_TRUE(req->test());
+  EXPECT_EQ(async, (std::vector<float>{0.5f, 1.0f}));
+
+  std::vector<float> b = {r + 7};
+  c.broadcast_async(b.data(), 1, 1)->wait();
+  EXPECT_EQ(b[0], 8);
+  std::vector<float> gathered(4);
+  const std::vector<float> mine = {r, r + 0.5f};
+  c.all_gather(mine.data(), gathered.data(), 2);
+  EXPECT_EQ(gathered, (std::vector<float>{0, 0.5f, 1, 1.5f}));
+  std::vector<float> gathered_async(4);
+  c.all_gather_async(mine.data(), gathered_async.data(), 2)->wait();
+  EXPECT_EQ(gathered_async, gathered);
+  // [rank r sends (r, r+1 | r+2, r+3)]: rank 0 gets 0+1, 1+2; rank 1 gets 2+3, 3+4.
+  const std::vector<float> blocks = {r, r + 1, r + 2, r + 3};
+  std::vector<float> part(2), part_async(2);
+  c.reduce_scatter(blocks.data(), part.data(), 2, dist::ReduceOp::sum);
+  EXPECT_EQ(part, c.rank() == 0 ? (std::vector<float>{1, 3}) : (std::vector<float>{5, 7}));
+  c.reduce_scatter_async(blocks.data(), part_async.data(), 2, dist::ReduceOp::average)->wait();
+  EXPECT_EQ(part_async, c.rank() == 0 ? (std::vector<float>{0.5f, 1.5f}) : (std::vector<float>{2.5f, 3.5f}));
+  const auto bytes = c.all_gather_bytes(std::string(static_cast<size_t>(3 * c.rank()), 'x'));
+  EXPECT_EQ(bytes, (std::vector<std::string>{"", "xxx"}));
+  c.barrier();
+}
+
+TEST(DataParallel, TwoRanksOfBatchBMatchOneRankOfBatch2B) {
+  const std::string dir = shared_temp_dir("dp_match");
+  const auto two = train_weights(world(), dir, 4, 2);  // 2 epochs × 8 updates
+  const auto one = single_process_weights(8, 2);
+  EXPECT_TRUE(close(two, one, 2e-5f));
+  EXPECT_EQ(two, rank0(two)) << "the ranks' weights differ";
+  world().barrier();
+  if (world().is_main()) fs::remove_all(dir);
+}
+
+TEST(DataParallel, OverlappedBucketsEqualTheExchangeAfterBackward) {
+  const std::string a = shared_temp_dir("dp_overlap"), b = shared_temp_dir("dp_no_overlap");
+  const auto overlapped = train_weights(world(), a, 4, 1, "train: {dist_overlap: true}");
+  const auto after = train_weights(world(), b, 4, 1, "train: {dist_overlap: false}");
+  EXPECT_EQ(overlapped, after);  // the same sums of two floats: bit-identical
+  world().barrier();
+  if (world().is_main()) fs::remove_all(a), fs::remove_all(b);
+}
+
+TEST(DataParallel, AccumulationCommunicatesOnlyTheLastMicroBatch) {
+  // 2 ranks × 2 micro-batches of 2 = one update of 8 samples, as 1 rank × 8.
+  const std::string dir = shared_temp_dir("dp_accumulate");
+  const auto two = train_weights(world(), dir, 2, 2, "train: {update_freq: 2}");
+  const auto one = single_process_weights(8, 2);
+  EXPECT_TRUE(close(two, one, 2e-5f));
+  world().barrier();
+  if (world().is_main()) fs::remove_all(dir);
+}
+
+TEST(DataParallel, ResumeOnTheSameWorldIsBitIdentical) {
+  const std::string straight = shared_temp_dir("dp_straight"), split = shared_temp_dir("dp_split");
+  const auto whole = train_weights(world(), straight, 4, 3, "train: {save_every: 3}");
+  train_weights(world(), split, 4, 2, "train: {save_every: 3}");
+  world().barrier();  // rank 0 writes the checkpoints
+  // Resume from update 15, in the middle of epoch 2: data position and RNG per rank.
+  if (world().is_main()) EXPECT_TRUE(fs::remove(split + "/checkpoint_16.safetensors"));
+  world().barrier();
+  const auto resumed = train_weights(world(), split, 4, 3, "train: {save_every: 3}", true);
+  EXPECT_EQ(resumed, whole);
+  world().barrier();
+  if (world().is_main()) fs::remove_all(straight), fs::remove_all(split);
+}
+
+TEST(DataParallel, ATwoRankCheckpointResumesOnOneRank) {
+  const std::string dir = shared_temp_dir("dp_resume_one");
+  train_weights(world(), dir, 4, 2, "train: {save_every: 3}");
+  world().barrier();
+  if (world().is_main()) {
+    // Resume mid-epoch (update 15 of 16, epoch 2) on one process with the whole batch.
+    EXPECT_TRUE(fs::remove(dir + "/checkpoint_16.safetensors"));
+    const train::Checkpoint c = train::load_checkpoint(dir + "/checkpoint_15.safetensors");
+    EXPECT_EQ(c.trainer.at("world_size"), 2);
+    EXPECT_EQ(c.trainer.at("ranks").size(), 2u);
+    EXPECT_EQ(c.trainer.at("bucket_order").size(), 4u);  // a resume on 2 ranks exchanges the same buckets
+    dist::SingleCommunicator alone;
+    const auto resumed = train_weights(alone, dir, 8, 3, "train: {save_every: 3}", true);
+    EXPECT_TRUE(close(resumed, single_process_weights(8, 3), 2e-5f));
+    fs::remove_all(dir);
+  }
+  world().barrier();
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# usage: expect_cli_train.sh CMHA DIR MPIRUN...
+# `mpirun -np 2 cmha train` on the built-in recipe shrunk to a few updates:
+# it must succeed with rank 0 alone writing, and its checkpoint must resume
+# on one process.
+set -u
+cmha=$1
+dir=$2
+shift 2
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+rm -rf "$dir"
+tiny="train.save_dir=$dir train.max_updates=3 train.max_epochs=0 train.log_every=1 model.depth=1 model.d_model=16
+      model.ffn_dim=16 model.attention.heads=2 model.attention.key_dim=8 data.batch_size=8 lr.warmup=1"
+# shellcheck disable=SC2086
+out=$(timeout 100 "$@" "$cmha" train $tiny 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 0 ] || fail "mpirun cmha train exited $rc"
+echo "$out" | grep -q "data parallel: 2 ranks (mpi)" || fail "the run did not say it is data parallel"
+[ "$(echo "$out" | grep -c '^cmha train: ')" -eq 2 ] || fail "expected rank 0 alone to print the start and end lines"
+[ -f "$dir/checkpoint_3.safetensors" ] || fail "no checkpoint_3 in $dir"
+[ "$(grep -c '"split":"train"' "$dir/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl should have 3 train rows (rank 0 only)"
+# shellcheck disable=SC2086
+out=$(timeout 60 "$cmha" train $tiny train.max_updates=4 --resume 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 0 ] || fail "resuming on one process exited $rc"
+echo "$out" | grep -q "resumed from $dir/checkpoint_3.safetensors at update 3" || fail "did not resume from update 3"
+echo "$out" | grep -q "the checkpoint was written by 2 ranks" || fail "no note about the re-sharded data order"
+echo "ok"

@@ -1,0 +1,45 @@
+// The MPI test executable: GoogleTest on every rank of the world, or with
+// --failure-drill DIR a training run whose rank 1 throws after 3 updates
+// (tests/mpi/expect_rank_failure.sh checks that the job ends, names the rank
+// and leaves a loadable checkpoint).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "dist/launch.h"
+#include "mpi_test_support.h"
+#include "train/trainer.h"
+
+namespace cmha::mpitest {
+
+namespace {
+std::unique_ptr<dist::Communicator> g_world;
+
+int failure_drill(const std::string& dir) {
+  dist::Communicator& comm = world();
+  return dist::run_or_abort(comm, [&] {
+    ShardedRegressionTask task(comm.rank(), comm.size(), 4);
+    train::TrainerHooks hooks;
+    int64_t polls = 0;
+    hooks.stop_requested = [&] {
+      if (comm.rank() == 1 && ++polls == 4) throw std::runtime_error("injected failure after 3 updates");
+      return false;
+    };
+    train::Trainer(regression_recipe(dir, 100, "train: {save_every: 1}"), task, comm, hooks).run();
+    return 0;
+  });
+}
+}  // namespace
+
+dist::Communicator& world() { return *g_world; }
+
+}  // namespace cmha::mpitest
+
+int main(int argc, char** argv) {
+  using namespace cmha;
+  mpitest::g_world = dist::make_communicator("mpi", dist::launch_from_environment());
+  if (argc == 3 && std::strcmp(argv[1], "--failure-drill") == 0) return mpitest::failure_drill(argv[2]);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,268 @@
+// Data parallelism without MPI: the launcher's environment, the choice of
+// communicator and its errors, and the gradient buckets against a simulated
+// world of two ranks holding the same gradients.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "autograd/ops.h"
+#include "dist/launch.h"
+#include "support/check.h"
+#include "train/gradient_buckets.h"
+
+using namespace cmha;
+
+namespace {
+
+dist::GetEnv env_of(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// World size 2 in one process: the "other rank" holds the same values, so a
+// sum doubles. Counts the collectives; asynchronous ones finish at wait().
+class TwinCommunicator final : public dist::Communicator {
+ public:
+  int launched = 0, completed = 0, gathers = 0;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  const char* backend() const override { return "twin"; }
+  void all_reduce(float* d, size_t n, dist::ReduceOp op) override {
+    if (op == dist::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
+  }
+  void all_reduce(double* d, size_t n, dist::ReduceOp op) override {
+    if (op == dist::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
+  }
+  std::unique_ptr<dist::Request> all_reduce_async(float* d, size_t n, dist::ReduceOp op) override {
+    ++launched;
+    struct Pending : dist::Request {
+      TwinCommunicator* c;
+      float* d;
+      size_t n;
+      dist::ReduceOp op;
+      bool done = false;
+      bool test() override { return done; }
+      void wait() override {
+        if (done) return;
+        c->all_reduce(d, n, op);
+        ++c->completed;
+        done = true;
+      }
+    };
+    auto r = std::make_unique<Pending>();
+    r->c = this, r->d = d, r->n = n, r->op = op;
+    return r;
+  }
+  void broadcast(float*, size_t, int) override {}
+  std::unique_ptr<dist::Request> broadcast_async(float*, size_t, int) override { return nullptr; }
+  void all_gather(const float*, float*, size_t) override {}
+  std::unique_ptr<dist::Request> all_gather_async(const float*, float*, size_t) override { return nullptr; }
+  void reduce_scatter(const float*, float*, size_t, dist::ReduceOp) override {}
+  std::unique_ptr<dist::Request> reduce_scatter_async(const float*, float*, size_t, dist::ReduceOp) override {
+    return nullptr;
+  }
+  std::vector<std::string> all_gather_bytes(const std::string& mine) override {
+    ++gathers;
+    return {mine, mine};
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+};
+
+// Three parameters used as sum((x·a + b)·c) and one never used.
+struct TinyModel {
+  Tensor a = test::random_tensor({4, 3}, 1, -1, 1, true), b = test::random_tensor({3}, 2, -1, 1, true),
+         c = test::random_tensor({3}, 3, -1, 1, true), unused = test::random_tensor({5}, 4, -1, 1, true);
+  std::vector<Tensor> params() const { return {a, b, c, unused}; }
+  void backward(uint64_t seed) const {
+    Tensor x = test::random_tensor({2, 4}, seed);
+    sum(mul(add(matmul(x, a), b), c)).backward();
+  }
+};
+
+std::vector<std::vector<float>> grads_of(const TinyModel& m) {
+  return {m.a.grad().to_float_vector(), m.b.grad().to_float_vector(), m.c.grad().to_float_vector()};
+}
+
+}  // namespace
+
+TEST(Launch, ReadsOpenMpiSlurmAndPmiVariables) {
+  dist::Launch l = dist::launch_from_environment(
+      env_of({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+              {"SLURM_STEP_NUM_TASKS", "8"}}));
+  EXPECT_EQ(l.launcher, "mpirun (Open MPI)");
+  EXPECT_EQ(l.size, 4);
+  EXPECT_EQ(l.rank, 2);
+  EXPECT_EQ(l.local_rank, 1);
+  l = dist::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "0"}}));
+  EXPECT_EQ(l.launcher, "srun (Slurm)");
+  EXPECT_EQ(l.rank, 1);
+  l = dist::launch_from_environment(env_of({{"PMI_SIZE", "3"}, {"PMI_RANK", "0"}}));
+  EXPECT_EQ(l.launcher, "mpiexec (PMI)");
+  EXPECT_EQ(l.size, 3);
+  l = dist::launch_from_environment(env_of({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}}));  // sbatch without srun
+  EXPECT_EQ(l.launcher, "");
+  EXPECT_EQ(l.size, 1);
+}
+
+TEST(Launch, BadVariablesAreNamed) {
+  EXPECT_TRUE(contains(error_of([] { dist::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "two"}})); }),
+                       "OMPI_COMM_WORLD_SIZE='two' is not a process count or rank"));
+  EXPECT_TRUE(contains(error_of([] {
+                         dist::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
+                       }),
+                       "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2"));
+}
+
+TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
+  EXPECT_STREQ(dist::make_communicator("auto", dist::Launch{})->backend(), "single");
+  EXPECT_STREQ(dist::make_communicator("single", dist::Launch{})->backend(), "single");
+  dist::Launch two{"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", 1, 2, 1};
+  const std::string single = error_of([&] { dist::make_communicator("single", two); });
+  EXPECT_TRUE(contains(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
+                               "train.dist_backend is single")) << single;
+  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("nccl", dist::Launch{}); }),
+                       "train.dist_backend must be auto, single or mpi, not 'nccl'"));
+  if (!dist::mpi_built()) {
+    const std::string no_mpi = error_of([&] { dist::make_communicator("auto", two); });
+    EXPECT_TRUE(contains(no_mpi, "started 2 processes (OMPI_COMM_WORLD_SIZE=2) but this cmha was built without MPI"))
+        << no_mpi;
+  }
+}
+
+TEST(Launch, RunOrAbortRethrowsWhenAlone) {
+  dist::SingleCommunicator alone;
+  EXPECT_EQ(dist::run_or_abort(alone, [] { return 7; }), 7);
+  EXPECT_TRUE(contains(error_of([&] { dist::run_or_abort(alone, []() -> int { throw Error("boom"); }); }), "boom"));
+}
+
+TEST(Launch, TrainLaunchedAsTwoRanksWithTheSingleBackendExitsTwo) {
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  const auto r = test::run_cmha("train train.dist_backend=single");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "train.dist_backend is single")) << r.output;
+}
+
+TEST(SingleCommunicator, CollectivesAreTheIdentityOrACopy) {
+  dist::SingleCommunicator c;
+  std::vector<float> a = {1, 2}, out(2);
+  c.all_reduce(a.data(), 2, dist::ReduceOp::average);
+  EXPECT_EQ(a, (std::vector<float>{1, 2}));
+  EXPECT_TRUE(c.all_reduce_async(a.data(), 2, dist::ReduceOp::sum)->test());
+  c.all_gather(a.data(), out.data(), 2);
+  EXPECT_EQ(out, a);
+  std::vector<float> part(2);
+  c.reduce_scatter_async(a.data(), part.data(), 2, dist::ReduceOp::sum)->wait();
+  EXPECT_EQ(part, a);
+  EXPECT_EQ(c.all_gather_bytes("x"), std::vector<std::string>{"x"});
+}
+
+TEST(GradientBuckets, FullBucketsGoOutDuringTheBackwardPass) {
+  TinyModel m;
+  m.backward(10);
+  const auto local = grads_of(m);
+  for (Tensor p : m.params()) p.zero_grad();
+
+  TwinCommunicator twin;
+  // 16 bytes: in reverse registration order {unused}, {c, b}, {a}.
+  train::GradientBuckets buckets(m.params(), twin, {16, true});
+  EXPECT_EQ(buckets.buckets(), 3);
+  buckets.arm();
+  m.backward(10);
+  EXPECT_EQ(twin.launched, 0);  // the first bucket waits for `unused`, which never comes
+  buckets.finish(0.25f);
+  EXPECT_EQ(twin.launched, 3);
+  EXPECT_EQ(twin.completed, 3);
+  EXPECT_EQ(twin.gathers, 1);  // rank 0's ready order c, b, a (then unused) becomes the bucket order
+  const auto reduced = grads_of(m);
+  for (size_t k = 0; k < local.size(); ++k)
+    for (size_t i = 0; i < local[k].size(); ++i) EXPECT_FLOAT_EQ(reduced[k][i], local[k][i] * 2 * 0.25f);
+  EXPECT_FALSE(m.unused.grad().defined());  // no rank had a gradient: none, as with one process
+
+  // Now {c, b}, {a}, {unused}: the first two leave during the backward pass.
+  for (Tensor p : m.params()) p.zero_grad();
+  buckets.arm();
+  m.backward(10);
+  EXPECT_EQ(twin.launched, 5);
+  EXPECT_EQ(twin.completed, 3);
+  buckets.finish(0.25f);
+  EXPECT_EQ(twin.launched, 6);
+  EXPECT_EQ(twin.gathers, 1);
+  EXPECT_EQ(grads_of(m), reduced);
+}
+
+TEST(GradientBuckets, WithoutOverlapEverythingGoesAfterTheBackwardPass) {
+  TinyModel m;
+  TwinCommunicator twin;
+  train::GradientBuckets buckets(m.params(), twin, {1 << 20, false});
+  EXPECT_EQ(buckets.buckets(), 1);
+  buckets.arm();
+  m.backward(10);
+  EXPECT_EQ(twin.launched, 0);
+  buckets.finish(1.0f);
+  EXPECT_EQ(twin.launched, 1);
+}
+
+TEST(GradientBuckets, AccumulatedMicroBatchesAreExchangedOnceAfterTheLast) {
+  TinyModel m;
+  m.backward(10);
+  m.backward(11);
+  const auto local = grads_of(m);
+  for (Tensor p : m.params()) p.zero_grad();
+
+  TwinCommunicator twin;
+  train::GradientBuckets buckets(m.params(), twin, {16, true});
+  m.backward(10);  // not armed: accumulates only
+  EXPECT_EQ(twin.launched, 0);
+  buckets.arm();
+  m.backward(11);
+  buckets.finish(1.0f);
+  EXPECT_EQ(twin.launched, 3);
+  const auto reduced = grads_of(m);
+  for (size_t k = 0; k < local.size(); ++k)
+    for (size_t i = 0; i < local[k].size(); ++i) EXPECT_FLOAT_EQ(reduced[k][i], local[k][i] * 2);
+}
+
+TEST(GradientBuckets, TheAgreedOrderTravelsThroughCheckpoints) {
+  TinyModel m;
+  TwinCommunicator twin;
+  train::GradientBuckets first(m.params(), twin, {16, true});
+  EXPECT_TRUE(first.agreed_order().empty());
+  first.arm();
+  m.backward(10);
+  first.finish(1.0f);
+  EXPECT_EQ(first.agreed_order(), (std::vector<int64_t>{2, 1, 0, 3}));  // c, b, a ready; then unused
+
+  train::GradientBuckets resumed(m.params(), twin, {16, true});
+  resumed.use_order(first.agreed_order());
+  EXPECT_EQ(resumed.agreed_order(), first.agreed_order());
+  const int gathers = twin.gathers;
+  for (Tensor p : m.params()) p.zero_grad();
+  resumed.arm();
+  m.backward(10);
+  EXPECT_EQ(twin.launched, 3 + 2);  // {c, b} and {a} during the backward pass, as the first run's second update
+  resumed.finish(1.0f);
+  EXPECT_EQ(twin.gathers, gathers);  // nothing left to agree on
+  EXPECT_TRUE(contains(error_of([&] { resumed.use_order({0, 1, 1, 3}); }),
+                       "the checkpoint's gradient bucket order is not an order of this model's 4 parameters"));
+}
