@@ -105,19 +105,11 @@ Matrix gram_f64(const Tensor& f) {
   return g;
 }
 
-// Leading R eigenvectors of Σ_i A_i B_iᵀ B_i A_iᵀ (A = W_Q, B = W_K for the
-// query mode): the left singular vectors of the mode's unfolding [T_1 … T_H].
+// Leading R eigenvectors of the unfolding's Gram (its left singular vectors).
 // Columns beyond D are drawn from N(0, 1).
 Tensor leading_singular_vectors(const Tensor& a, const Tensor& b, int64_t heads, int64_t R, Generator& gen) {
-  const int64_t D = a.size(1), dk = a.size(0) / heads;
-  Matrix g(D, D);
-  for (int64_t i = 0; i < heads; ++i) {
-    Tensor ai = a.narrow(0, i * dk, dk), bi = b.narrow(0, i * dk, dk);  // [dk, D]
-    Tensor f = mm(ai.transpose(0, 1), mm(bi, bi.transpose(0, 1)));     // A_iᵀ (B_i B_iᵀ): [D, dk]
-    const Matrix gi = to_matrix(mm(f, ai));                              // [D, D]
-    for (size_t k = 0; k < g.v.size(); ++k) g.v[k] += gi.v[k];
-  }
-  const SymmetricEigen e = symmetric_eigen(g);
+  const int64_t D = a.size(1);
+  const SymmetricEigen e = symmetric_eigen(unfolding_gram(a, b, heads));
   Tensor out = Tensor::empty({D, R});
   normal_(out, gen);
   float* p = out.data<float>();
@@ -127,6 +119,18 @@ Tensor leading_singular_vectors(const Tensor& a, const Tensor& b, int64_t heads,
 }
 
 }  // namespace
+
+Matrix unfolding_gram(const Tensor& a, const Tensor& b, int64_t heads) {
+  const int64_t D = a.size(1), dk = a.size(0) / heads;
+  Matrix g(D, D);
+  for (int64_t i = 0; i < heads; ++i) {
+    Tensor ai = a.narrow(0, i * dk, dk), bi = b.narrow(0, i * dk, dk);  // rows of head i: [dk, D]
+    Tensor f = mm(ai.transpose(0, 1), mm(bi, bi.transpose(0, 1)));     // [D, dk]
+    const Matrix gi = to_matrix(mm(f, ai));                              // [D, D]
+    for (size_t k = 0; k < g.v.size(); ++k) g.v[k] += gi.v[k];
+  }
+  return g;
+}
 
 HeadProducts make_head_products(const Tensor& query_weight, const Tensor& key_weight, int64_t heads,
                                 const std::string& what) {

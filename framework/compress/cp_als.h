@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/dense_linalg.h"
 #include "tensor/tensor.h"
 
 namespace cmha::compress {
@@ -42,6 +43,12 @@ Tensor mttkrp(const HeadProducts& x, const CpFactors& f, CpMode mode);
 // Σ_i ‖T_i‖² and ‖T − [[M, W̃_Q, W̃_K]]‖² / Σ_i ‖T_i‖², square-rooted, in double.
 double tensor_norm_sq(const HeadProducts& x);
 double relative_error(const HeadProducts& x, const CpFactors& f);
+
+// Gram of the query-mode unfolding [T_1 … T_H] (D × H·D): Σ_i T_i T_iᵀ =
+// Σ_i W_Q^(i) (W_K^(i)ᵀ W_K^(i)) W_Q^(i)ᵀ, [D, D]. With a and b swapped
+// (key, query), the key mode's. Its eigenvectors are the unfolding's left
+// singular vectors, its eigenvalues their energies.
+Matrix unfolding_gram(const Tensor& a, const Tensor& b, int64_t heads);
 
 // The exact factorisation of rank H·d_k: W̃_Q = W_Qᵀ, W̃_K = W_Kᵀ, M = blocks of
 // ones (head i owns columns i·d_k .. (i+1)·d_k) — what concat attention is.
