@@ -15,7 +15,7 @@ namespace {
 
 const char* kCompressUsage =
     "usage: cmha compress CKPT --key-dim D -o OUT [--layers PLACES] [--iters N] [--tol X]\n"
-    "                     [--init svd|random] [--seed S] [--threads T]\n"
+    "                     [--init random|svd] [--seed S] [--threads T]\n"
     "\n"
     "Turns every concat attention layer of a checkpoint into a collaborative one\n"
     "of shared key width D (Cordonnier et al. 2020, section 3.3), without\n"
@@ -34,7 +34,8 @@ const char* kCompressUsage =
     "                    encoder, decoder, cross (transformer); default: every concat place\n"
     "  --iters N         CP-ALS iterations at most (default 100)\n"
     "  --tol X           stop when the relative error changes by less than X of itself (default 1e-6)\n"
-    "  --init svd|random CP-ALS start: leading singular vectors (default) or N(0, 1)\n"
+    "  --init random|svd CP-ALS start: N(0, 1) (default) or the leading singular vectors\n"
+    "                    of the unfoldings (Jacobi eigensolver: slow beyond D of a few hundred)\n"
     "  --seed S          seed of the random start (default 0)\n"
     "  --threads T       CPU threads (default: all cores)\n"
     "  -h, --help        show this help\n";
