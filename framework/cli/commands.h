@@ -17,6 +17,8 @@ int plot_command(const Args& args);     // plot.cpp
 int translate_command(const Args& args);  // translate.cpp
 int bleu_command(const Args& args);       // bleu.cpp
 int score_command(const Args& args);      // score.cpp
+int compress_command(const Args& args);   // compress.cpp
+int heads_command(const Args& args);      // heads.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
 // compiled in).
@@ -27,6 +29,11 @@ const char* default_recipe_name();
 struct Interrupted {};
 // True once SIGINT or SIGTERM arrived (set by main's handler).
 bool interrupted();
+
+// Runs a plotting script of framework/cli/ (plot_script_path("x.py")) with
+// python3 + matplotlib; 0 when it succeeded, 2 otherwise (plot.cpp).
+int run_plot_script(const std::string& script, const Args& args);
+std::string plot_script_path(const std::string& name);
 
 // The value of option `args[i]` (advancing i), or a cmha::Error naming it.
 std::string option_value(const Args& args, size_t& i, const char* command);

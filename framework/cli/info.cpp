@@ -60,14 +60,18 @@ void print_checkpoint(const std::string& path) {
   for (const char* place : {"attention", "encoder_attention", "decoder_attention", "cross_attention"}) {
     if (vit != (std::string(place) == "attention")) continue;
     const auto a = train::attention_config(r, std::string("model.") + place);
-    std::printf("%s: %s, %lld heads, key_dim %lld%s\n", place, a.type.c_str(), static_cast<long long>(a.heads),
-                static_cast<long long>(a.key_dim), a.key_dim == 0 ? " (= d_model)" : "");
+    const std::string scale = a.scale > 0 ? ", scale " + std::to_string(a.scale) : "";
+    std::printf("%s: %s, %lld heads, key_dim %lld%s%s\n", place, a.type.c_str(), static_cast<long long>(a.heads),
+                static_cast<long long>(a.key_dim),
+                a.key_dim == 0 ? " (= d_model)" : (a.type == "collaborative" ? " (D~k, shared by the heads)" : ""),
+                scale.c_str());
   }
   const auto& t = c.trainer;
   std::printf("trainer: update %s, epoch %s, %zu optimiser tensors, %zu EMA tensors\n",
               t.contains("update") ? t["update"].dump().c_str() : "?", t.contains("epoch") ? t["epoch"].dump().c_str() : "?",
               c.optimizer.size(), c.ema.size());
   if (t.contains("averaged_from")) std::printf("averaged from: %s\n", t["averaged_from"].dump().c_str());
+  if (t.contains("compressed_from")) std::printf("compressed from: %s\n", t["compressed_from"].dump().c_str());
   std::printf("recipe:\n%s", c.recipe.c_str());
 }
 

@@ -35,6 +35,8 @@ const char* kUsage =
     "  translate translate text with a transformer checkpoint (beam search)\n"
     "  score   log-probability of each reference translation under a checkpoint\n"
     "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
+    "  compress turn concat attention into collaborative attention by CP decomposition\n"
+    "  heads   energy of the principal components of each layer's query/key projections (PNG)\n"
     "  info    show a checkpoint, or the build and the devices this machine offers\n"
     "\n"
     "options:\n"
@@ -86,6 +88,8 @@ int main(int argc, char** argv) {
         if (topic == "translate") return translate_command({"--help"});
         if (topic == "bleu") return bleu_command({"--help"});
         if (topic == "score") return score_command({"--help"});
+        if (topic == "compress") return compress_command({"--help"});
+        if (topic == "heads") return heads_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -105,6 +109,8 @@ int main(int argc, char** argv) {
     if (command == "translate") return translate_command(args);
     if (command == "bleu") return bleu_command(args);
     if (command == "score") return score_command(args);
+    if (command == "compress") return compress_command(args);
+    if (command == "heads") return heads_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

@@ -94,6 +94,7 @@ std::vector<OptionSpec> build() {
   add("train.task", T::string, "translation", "What to train", -1e300, 1e300,
       {"translation", "image_classification"});
   add("train.save_dir", T::string, "runs/default", "Run directory: checkpoints, metrics.jsonl, the resolved recipe");
+  add("train.init_from", T::string, "''", "Start from this checkpoint's weights (fine-tuning: fresh optimiser, schedule and data order); its model must be this recipe's; '' = random initialisation");
   add("train.max_updates", T::integer, "0", "Stop after this many updates; 0 = no limit", 0);
   add("train.max_epochs", T::integer, "1", "Stop after this many epochs; 0 = no limit", 0);
   add("train.update_freq", T::integer, "1", "Micro-batches accumulated into one update", 1, 1 << 20);

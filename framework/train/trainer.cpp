@@ -41,6 +41,11 @@ std::string architecture_of(const std::string& recipe_yaml) {
   model.remove("dropout");
   model.remove("activation_dropout");
   model.remove("drop_path");
+  // Initialisation-only keys: the weights replace whatever they drew.
+  const YAML::Node& places = model;  // const: looking a place up must not add it
+  for (const char* place : {"attention", "encoder_attention", "decoder_attention", "cross_attention"})
+    if (YAML::Node group = places[place])
+      for (const char* key : {"mixing_init", "mixing_std", "talking_init", "talking_std"}) group.remove(key);
   return YAML::Dump(model);
 }
 
@@ -255,6 +260,17 @@ struct Trainer::Impl {
     for (auto& [name, p] : params) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
   }
 
+  // train.init_from: the weights only; optimiser, schedule and data start afresh.
+  void init_from(const std::string& path) {
+    CMHA_CHECK(fs::is_regular_file(path), "train.init_from: checkpoint '" + path + "' does not exist");
+    const Checkpoint c = load_checkpoint(path);
+    CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
+               "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
+               "(compare its recipe with 'cmha info " + path + "')");
+    restore_weights(path, c.weights, std::map<std::string, Tensor>(params.begin(), params.end()));
+    for (size_t i = 0; ema && i < params.size(); ++i) ema->shadow()[i].copy_(params[i].second);
+  }
+
   void log_row(const nlohmann::json& row) {
     if (!comm.is_main()) return;
     metrics << row.dump() << '\n';
@@ -309,6 +325,7 @@ TrainSummary Trainer::run() {
     s.resume_from(resume_path);
     if (s.comm.is_main()) std::fprintf(stderr, "resumed from %s at update %lld\n", resume_path.c_str(), (long long)s.update);
   } else {
+    if (!s.recipe.string("train.init_from").empty()) s.init_from(s.recipe.string("train.init_from"));
     s.task.start_epoch(s.epoch);
   }
   s.broadcast_parameters();

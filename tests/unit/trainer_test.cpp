@@ -224,3 +224,36 @@ TEST(Trainer, SgdWithMomentumTrainsAndResumesBitIdentically) {
     EXPECT_EQ(p.to_float_vector(), second.model().state_dict().at(name).to_float_vector()) << name;
   fs::remove_all(dir);
 }
+
+TEST(Trainer, InitFromStartsFromTheWeightsWithAFreshOptimiserAndSchedule) {
+  const std::string dir = test::temp_dir("trainer_init_from");
+  dist::SingleCommunicator comm;
+  RegressionTask trained;
+  Trainer(regression_recipe(dir + "/a"), trained, comm).run();
+  const std::string ckpt = dir + "/a/checkpoint_20.safetensors";
+  // lr 0: the fine-tune leaves the weights as loaded, so they must equal the checkpoint's.
+  RegressionTask tuned;
+  const Recipe r = Recipe::parse("optim: {name: adam, lr: 0.0}\nlr: {schedule: constant, warmup: 0}\n"
+                                 "train: {save_dir: " + dir + "/b, max_epochs: 1, log_every: 100, init_from: " +
+                                 ckpt + "}\n");
+  const TrainSummary s = Trainer(r, tuned, comm).run();
+  EXPECT_EQ(s.updates, 4);  // counted afresh, not from the checkpoint's 20
+  for (auto& [name, p] : trained.model().named_parameters())
+    EXPECT_EQ(p.to_float_vector(), tuned.model().state_dict().at(name).to_float_vector()) << name;
+  const Checkpoint b = load_checkpoint(dir + "/b/checkpoint_4.safetensors");
+  EXPECT_EQ(b.trainer.at("optimizer_steps").at("weight").get<int64_t>(), 4);  // fresh Adam state
+
+  RegressionTask other;
+  const std::string missing = error_of([&] {
+    Trainer(Recipe::parse("train: {save_dir: " + dir + "/c, init_from: " + dir + "/nope.safetensors}\n"), other, comm)
+        .run();
+  });
+  EXPECT_NE(missing.find("train.init_from: checkpoint '" + dir + "/nope.safetensors' does not exist"),
+            std::string::npos) << missing;
+  const std::string arch = error_of([&] {
+    Trainer(Recipe::parse("model: {d_model: 7}\ntrain: {save_dir: " + dir + "/d, max_epochs: 1, init_from: " + ckpt +
+                          "}\n"), other, comm).run();
+  });
+  EXPECT_NE(arch.find("different model architecture"), std::string::npos) << arch;
+  fs::remove_all(dir);
+}

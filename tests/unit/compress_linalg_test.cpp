@@ -1,0 +1,137 @@
+// Double-precision helpers of the compression code: Cholesky, SPD inverse with
+// its ridge, Jacobi eigen-decomposition, the f64-accumulating GEMM.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compress/dense_linalg.h"
+#include "support/check.h"
+
+using namespace cmha;
+using namespace cmha::compress;
+
+namespace {
+
+// B Bᵀ + shift·I for a random n × n B: symmetric, positive definite when shift > 0.
+Matrix random_spd(int64_t n, uint64_t seed, double shift) {
+  Tensor b = test::random_tensor({n, n}, seed);
+  const float* p = b.data<float>();
+  Matrix a(n, n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < n; ++k) s += double(p[i * n + k]) * p[j * n + k];
+      a(i, j) = s + (i == j ? shift : 0.0);
+    }
+  return a;
+}
+
+double max_abs_diff_from_identity(const Matrix& a, const Matrix& b) {
+  double worst = 0;
+  for (int64_t i = 0; i < a.rows; ++i)
+    for (int64_t j = 0; j < a.cols; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < a.cols; ++k) s += a(i, k) * b(k, j);
+      worst = std::max(worst, std::abs(s - (i == j ? 1.0 : 0.0)));
+    }
+  return worst;
+}
+
+}  // namespace
+
+TEST(CompressLinalg, CholeskyReproducesTheMatrix) {
+  const Matrix a = random_spd(9, 1, 0.5);
+  Matrix l;
+  ASSERT_TRUE(cholesky(a, l));
+  for (int64_t i = 0; i < 9; ++i)
+    for (int64_t j = 0; j < 9; ++j) {
+      if (j > i) EXPECT_EQ(l(i, j), 0.0);
+      double s = 0;
+      for (int64_t k = 0; k < 9; ++k) s += l(i, k) * l(j, k);
+      EXPECT_NEAR(s, a(i, j), 1e-12);
+    }
+}
+
+TEST(CompressLinalg, CholeskyRefusesAnIndefiniteMatrix) {
+  Matrix a(2, 2);
+  a(0, 0) = 1, a(0, 1) = a(1, 0) = 2, a(1, 1) = 1;  // eigenvalues 3 and -1
+  Matrix l;
+  EXPECT_FALSE(cholesky(a, l));
+}
+
+TEST(CompressLinalg, SpdInverseOfAWellConditionedMatrix) {
+  const Matrix a = random_spd(40, 2, 1.0);  // small: the serial path (threads start above 128)
+  double ridge = -1;
+  const Matrix inv = spd_inverse(a, &ridge);
+  EXPECT_EQ(ridge, 0.0);
+  EXPECT_LT(max_abs_diff_from_identity(a, inv), 1e-10);
+}
+
+TEST(CompressLinalg, SpdInverseOfALargeMatrixUsesThreadsAndStaysExact) {
+  const Matrix a = random_spd(160, 3, 160.0);
+  const Matrix inv = spd_inverse(a);
+  EXPECT_LT(max_abs_diff_from_identity(a, inv), 1e-10);
+}
+
+TEST(CompressLinalg, SpdInverseOfASingularMatrixAddsARidge) {
+  Matrix a(3, 3);  // rank 1: v vᵀ with v = (1, 2, 3)
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) a(i, j) = (i + 1.0) * (j + 1.0);
+  double ridge = 0;
+  const Matrix inv = spd_inverse(a, &ridge);
+  EXPECT_GT(ridge, 0.0);
+  EXPECT_LT(ridge, 1e-3);
+  for (double x : inv.v) EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(CompressLinalg, JacobiEigenDecomposesASymmetricMatrix) {
+  Matrix a = random_spd(12, 4, 0.0);
+  a(0, 0) -= 5.0;  // indefinite too
+  const SymmetricEigen e = symmetric_eigen(a);
+  ASSERT_EQ(e.values.size(), 12u);
+  for (size_t i = 1; i < e.values.size(); ++i) EXPECT_GE(e.values[i - 1], e.values[i]);
+  // A v_j = λ_j v_j, and the vectors are orthonormal.
+  for (int64_t j = 0; j < 12; ++j) {
+    for (int64_t i = 0; i < 12; ++i) {
+      double av = 0;
+      for (int64_t k = 0; k < 12; ++k) av += a(i, k) * e.vectors(k, j);
+      EXPECT_NEAR(av, e.values[j] * e.vectors(i, j), 1e-10);
+    }
+    for (int64_t l = 0; l < 12; ++l) {
+      double d = 0;
+      for (int64_t k = 0; k < 12; ++k) d += e.vectors(k, j) * e.vectors(k, l);
+      EXPECT_NEAR(d, j == l ? 1.0 : 0.0, 1e-12);
+    }
+  }
+  double trace = 0, sum = 0;
+  for (int64_t i = 0; i < 12; ++i) trace += a(i, i), sum += e.values[i];
+  EXPECT_NEAR(trace, sum, 1e-10);
+}
+
+TEST(CompressLinalg, JacobiFindsKnownEigenvalues) {
+  Matrix a(3, 3);  // [[2, 1, 0], [1, 2, 0], [0, 0, 5]]: 5, 3, 1
+  a(0, 0) = a(1, 1) = 2, a(0, 1) = a(1, 0) = 1, a(2, 2) = 5;
+  const SymmetricEigen e = symmetric_eigen(a, false);
+  EXPECT_NEAR(e.values[0], 5.0, 1e-14);
+  EXPECT_NEAR(e.values[1], 3.0, 1e-14);
+  EXPECT_NEAR(e.values[2], 1.0, 1e-14);
+  EXPECT_EQ(e.vectors.rows, 0);
+}
+
+TEST(CompressLinalg, GemmF64MatchesTheDefinitionThroughStrides) {
+  // a used transposed (stride trick), b with a row stride wider than its columns.
+  const Tensor a = test::random_tensor({70, 13}, 5);  // read as aᵀ: [13, 70]
+  const Tensor b = test::random_tensor({70, 90}, 6);  // read columns 0..80 only
+  Matrix c;
+  gemm_f64(a.data<float>(), 1, 13, b.data<float>(), 90, 13, 70, 81, c);
+  ASSERT_EQ(c.rows, 13);
+  ASSERT_EQ(c.cols, 81);
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  for (int64_t i = 0; i < 13; ++i)
+    for (int64_t j = 0; j < 81; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < 70; ++k) s += double(pa[k * 13 + i]) * pb[k * 90 + j];
+      EXPECT_NEAR(c(i, j), s, 1e-12);
+    }
+}
