@@ -16,6 +16,8 @@ int average_command(const Args& args);  // average.cpp
 int plot_command(const Args& args);     // plot.cpp
 int translate_command(const Args& args);  // translate.cpp
 int bleu_command(const Args& args);       // bleu.cpp
+int eval_command(const Args& args);       // eval.cpp
+int sweep_command(const Args& args);      // sweep.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
 // compiled in).

@@ -34,6 +34,8 @@ const char* kUsage =
     "  plot    draw the loss and metric curves of runs to a PNG\n"
     "  translate translate text with a transformer checkpoint (beam search)\n"
     "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
+    "  eval    top-1/top-5 accuracy and loss of an image classifier checkpoint\n"
+    "  sweep   run a recipe once per point of a grid of keys and tabulate the results\n"
     "  info    show a checkpoint, or the build and the devices this machine offers\n"
     "\n"
     "options:\n"
@@ -84,6 +86,8 @@ int main(int argc, char** argv) {
         if (topic == "plot") return plot_command({"--help"});
         if (topic == "translate") return translate_command({"--help"});
         if (topic == "bleu") return bleu_command({"--help"});
+        if (topic == "eval") return eval_command({"--help"});
+        if (topic == "sweep") return sweep_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -102,6 +106,8 @@ int main(int argc, char** argv) {
     if (command == "plot") return plot_command(args);
     if (command == "translate") return translate_command(args);
     if (command == "bleu") return bleu_command(args);
+    if (command == "eval") return eval_command(args);
+    if (command == "sweep") return sweep_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

@@ -3,11 +3,21 @@
 // Fashion-MNIST): images normalised by data.mean/data.std, shuffled per
 // epoch by the counter-based generator, batches of data.batch_size.
 #include "data/idx.h"
+#include "eval/classification.h"
 #include "nn/vit.h"
 #include "train/recipe.h"
 #include "train/task.h"
 
 namespace cmha::train {
+
+// IDX images [N, rows, cols] must match the model's grey image_size and its
+// labels model.num_classes; otherwise an error naming `images_path`.
+void check_idx_split(const data::LabelledImages& split, const nn::VitConfig& cfg, const std::string& images_path);
+// images [N, rows, cols] -> normalised (x - mean) / std as [B, 1, rows, cols] for the given samples.
+Tensor normalised_idx_batch(const Tensor& images, const std::vector<int64_t>& idx, float mean, float std);
+// Top-1/top-5/loss of `model` (switched to eval mode) on a whole IDX split, in batches.
+eval::ClassificationScores evaluate_idx(nn::VisionTransformer& model, const data::LabelledImages& split, float mean,
+                                        float std, int64_t batch_size);
 
 class ImageClassificationTask : public Task {
  public:
@@ -21,10 +31,14 @@ class ImageClassificationTask : public Task {
   std::map<std::string, double> validate() override;
   nlohmann::json data_state() const override;
   void restore_data_state(const nlohmann::json& state) override;
+  // checkpoint_best (the latest checkpoint when there is none) on the
+  // validation split: {"top1", "top5", "loss", "samples", "checkpoint"}, plus
+  // "ema_top1", "ema_top5", "ema_loss", "ema_checkpoint" for the EMA weights
+  // of the latest checkpoint when the run kept them. Leaves those weights in
+  // the model.
+  nlohmann::json final_evaluation(const std::string& run_dir) override;
 
  private:
-  // images [N, rows, cols] -> normalised [B, 1, rows, cols] for the given sample indices
-  Tensor batch_images(const Tensor& images, const std::vector<int64_t>& idx) const;
   std::shared_ptr<nn::VisionTransformer> model_;
   data::LabelledImages train_, valid_;
   int64_t batch_size_;
