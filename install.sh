@@ -19,6 +19,7 @@ LOG=${TMPDIR:-/tmp}/cmha-install-apt.log
 PACKAGES="g++ cmake ninja-build pkg-config libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev
 libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
 zlib1g-dev libicu-dev dataset-fashion-mnist python3 python3-matplotlib ca-certificates"
+PACKAGES="$PACKAGES libjpeg62-turbo-dev libpng-dev"  # image decoding (framework/data/image.cpp)
 
 say() { printf 'install.sh: %s\n' "$*"; }
 fail() {

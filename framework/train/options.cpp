@@ -129,6 +129,29 @@ std::vector<OptionSpec> build() {
   add("data.batch_size", T::integer, "128", "Samples per micro-batch (images)", 1, 1 << 20);
   add("data.mean", T::real, "0.2860", "Pixel mean subtracted before the model (Fashion-MNIST's)");
   add("data.std", T::real, "0.3530", "Pixel std divided out before the model (Fashion-MNIST's)", 1e-6);
+  // Image loader (data/image_loader.h; read by train/image_pipeline.cpp)
+  add("data.format", T::string, "idx", "Image data: IDX files (data.train_images, ...) or an ImageFolder tree under data.root", -1e300, 1e300, {"idx", "image_folder"});
+  add("data.root", T::string, "''", "ImageFolder root holding <train_dir>/<class>/<image> and <valid_dir>/<class>/<image> (.jpg, .jpeg, .png)");
+  add("data.train_dir", T::string, "train", "Training split folder under data.root");
+  add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");
+  add("data.channel_mean", T::real_list, "[]", "Per-channel pixel mean (ImageNet: [0.485, 0.456, 0.406]); [] = data.mean for every channel");
+  add("data.channel_std", T::real_list, "[]", "Per-channel pixel std (ImageNet: [0.229, 0.224, 0.225]); [] = data.std for every channel");
+  add("data.random_resized_crop", T::boolean, "true", "Training: RandomResizedCrop to model.image_size (bicubic); false = resize and centre-crop as in evaluation");
+  add("data.train_crop_scale", T::real_list, "[0.08, 1.0]", "RandomResizedCrop: range of the crop's area fraction");
+  add("data.train_crop_ratio", T::real_list, "[0.75, 1.3333333333]", "RandomResizedCrop: range of the crop's aspect ratio (width / height)");
+  add("data.hflip", T::boolean, "true", "Training: flip images horizontally with probability 0.5");
+  add("data.rand_augment", T::string, "''", "Training: timm RandAugment spec, e.g. rand-m9-mstd0.5-inc1 (DeiT); empty = off");
+  add("data.mixup", T::real, "0.0", "Mixup Beta(α, α) per batch (DeiT: 0.8); 0 = off", 0);
+  add("data.cutmix", T::real, "0.0", "CutMix Beta(α, α) per batch (DeiT: 1.0); 0 = off", 0);
+  add("data.mixup_prob", T::real, "1.0", "Probability that a batch is mixed when mixup or CutMix is on", 0, 1);
+  add("data.mixup_switch_prob", T::real, "0.5", "Probability of CutMix rather than mixup when both are on", 0, 1);
+  add("data.random_erasing", T::real, "0.0", "Training: probability of erasing a random box with per-pixel normal values (DeiT: 0.25)", 0, 1);
+  add("data.repeated_aug", T::integer, "1", "Repeated augmentation: copies of each image per epoch across ranks (DeiT: 3); 1 = off", 1, 64);
+  add("data.drop_last", T::boolean, "false", "Training: drop each epoch's final partial batch");
+  add("data.eval_resize", T::integer, "0", "Evaluation: resize the shorter side to this before the centre crop; 0 = model.image_size / 0.875 (256 for 224)", 0, 1 << 16);
+  add("data.workers", T::integer, "2", "Image decoding and augmentation threads; 0 = in the training thread", 0, 256);
+  add("data.prefetch", T::integer, "0", "Batches decoded ahead of the trainer; 0 = 2 × data.workers", 0, 1024);
+  add("data.skip_bad_images", T::boolean, "false", "Leave unreadable images out of their batch and count them instead of stopping");
   // Benchmark geometry (cmha bench)
   add("bench.batch_size", T::integer, "128", "Sentences per benchmark step", 1, 1 << 20);
   add("bench.src_len", T::integer, "32", "Source tokens per sentence in the benchmark", 1, 1 << 20);

@@ -1,0 +1,240 @@
+#include "data/image.h"
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "tensor/error.h"
+
+namespace cmha::data {
+
+namespace {
+
+// PIL's convert("L"): ITU-R 601-2 luma in 16-bit fixed point, rounded.
+uint8_t luma(const uint8_t* rgb) {
+  return static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+}
+
+// 1- or 3-channel image → the channels `mode` asks for.
+Image to_mode(Image im, ColorMode mode) {
+  const int64_t want = channel_count(mode);
+  if (im.channels == want) return im;
+  Image out(im.height, im.width, want);
+  const int64_t n = im.height * im.width;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* s = im.pixels.data() + i * im.channels;
+    uint8_t* d = out.pixels.data() + i * want;
+    if (want == 1)
+      d[0] = luma(s);
+    else
+      d[0] = d[1] = d[2] = s[0];
+  }
+  return out;
+}
+
+// ---- JPEG ----
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+void jpeg_silent(j_common_ptr, int) {}  // warnings (e.g. extraneous bytes) are not errors
+
+Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_silent;
+  // Declared before setjmp so that a longjmp never skips their lifetimes.
+  Image im;
+  std::vector<uint8_t> raw;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(name + ": corrupt JPEG image (" + err.message + ")");
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : grey ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  const int64_t H = cinfo.output_height, W = cinfo.output_width, C = cinfo.output_components;
+  raw.resize(static_cast<size_t>(H * W * C));
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = raw.data() + static_cast<size_t>(cinfo.output_scanline) * W * C;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  const bool adobe_inverted = cinfo.saw_Adobe_marker;
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  if (cmyk) {
+    // CMYK → RGB as PIL does: Photoshop writes inverted CMYK (Adobe marker),
+    // so R = C·K/255; plain CMYK is R = (255 - C)(255 - K)/255.
+    im = Image(H, W, 3);
+    for (int64_t i = 0; i < H * W; ++i) {
+      const uint8_t* s = raw.data() + i * 4;
+      for (int c = 0; c < 3; ++c) {
+        const int v = adobe_inverted ? s[c] * s[3] : (255 - s[c]) * (255 - s[3]);
+        im.pixels[i * 3 + c] = static_cast<uint8_t>((v + 127) / 255);
+      }
+    }
+  } else {
+    im.height = H, im.width = W, im.channels = C, im.pixels = std::move(raw);
+  }
+  return to_mode(std::move(im), mode);
+}
+
+// ---- PNG ----
+struct PngReader {
+  const uint8_t* data;
+  size_t size, pos;
+  std::string message;
+};
+
+void png_error_fn(png_structp png, png_const_charp msg) {
+  auto* r = static_cast<PngReader*>(png_get_error_ptr(png));
+  if (r) r->message = msg;
+  png_longjmp(png, 1);
+}
+void png_warning_fn(png_structp, png_const_charp) {}
+
+void png_read_fn(png_structp png, png_bytep out, png_size_t n) {
+  auto* r = static_cast<PngReader*>(png_get_io_ptr(png));
+  if (r->pos + n > r->size) png_error(png, "the file ends early");
+  std::memcpy(out, r->data + r->pos, n);
+  r->pos += n;
+}
+
+Image decode_png(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+  PngReader reader{data, size, 0, ""};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_error_fn, png_warning_fn);
+  CMHA_CHECK(png, name + ": cannot allocate a PNG decoder");
+  png_infop info = png_create_info_struct(png);
+  // Declared before setjmp so that a longjmp never skips their lifetimes.
+  Image im;
+  std::vector<png_bytep> rows;
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw Error(name + ": corrupt PNG image (" + reader.message + ")");
+  }
+  png_set_read_fn(png, &reader, png_read_fn);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  // Everything to 8-bit grey or RGB, alpha dropped (PIL's convert("RGB") from RGBA).
+  png_set_strip_16(png);  // keep the high byte, as PIL does
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
+  png_set_strip_alpha(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const int64_t H = png_get_image_height(png, info), W = png_get_image_width(png, info);
+  const int64_t C = png_get_channels(png, info);
+  if (C != 1 && C != 3) png_error(png, "unsupported channel layout");
+  im = Image(H, W, C);
+  rows.resize(static_cast<size_t>(H));
+  for (int64_t y = 0; y < H; ++y) rows[y] = im.at(y, 0);
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  return to_mode(std::move(im), mode);
+}
+
+void png_write_fn(png_structp png, png_bytep in, png_size_t n) {
+  auto* out = static_cast<std::vector<uint8_t>*>(png_get_io_ptr(png));
+  out->insert(out->end(), in, in + n);
+}
+void png_flush_fn(png_structp) {}
+
+}  // namespace
+
+Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+  static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 8 && std::memcmp(data, png_sig, 8) == 0) return decode_png(data, size, mode, name);
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, mode, name);
+  throw Error(name + ": not a JPEG or PNG image (" + (size == 0 ? std::string("the file is empty") : "unknown signature") +
+              ")");
+}
+
+Image read_image_file(const std::string& path, ColorMode mode) {
+  std::ifstream in(path, std::ios::binary);
+  CMHA_CHECK(in, path + ": cannot open the image file");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CMHA_CHECK(!in.bad(), path + ": cannot read the image file");
+  return decode_image(bytes.data(), bytes.size(), mode, path);
+}
+
+std::vector<uint8_t> encode_png(const Image& im) {
+  CMHA_CHECK(im.channels == 1 || im.channels == 3, "encode_png: 1 or 3 channels, not " + std::to_string(im.channels));
+  std::vector<uint8_t> out;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, png_error_fn, png_warning_fn);
+  png_infop info = png_create_info_struct(png);
+  std::vector<png_bytep> rows(static_cast<size_t>(im.height));
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    throw Error("encode_png: libpng failed");
+  }
+  png_set_write_fn(png, &out, png_write_fn, png_flush_fn);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(im.width), static_cast<png_uint_32>(im.height), 8,
+               im.channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  for (int64_t y = 0; y < im.height; ++y) rows[y] = const_cast<png_bytep>(im.at(y, 0));
+  png_write_info(png, info);
+  png_write_image(png, rows.data());
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return out;
+}
+
+std::vector<uint8_t> encode_jpeg(const Image& im, int quality) {
+  CMHA_CHECK(im.channels == 1 || im.channels == 3, "encode_jpeg: 1 or 3 channels, not " + std::to_string(im.channels));
+  jpeg_compress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&cinfo);
+    std::free(buffer);
+    throw Error(std::string("encode_jpeg: ") + err.message);
+  }
+  jpeg_create_compress(&cinfo);
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(im.width);
+  cinfo.image_height = static_cast<JDIMENSION>(im.height);
+  cinfo.input_components = static_cast<int>(im.channels);
+  cinfo.in_color_space = im.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(im.at(cinfo.next_scanline, 0));
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<uint8_t> out(buffer, buffer + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buffer);
+  return out;
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  CMHA_CHECK(out, path + ": cannot write the file");
+}
+
+}  // namespace cmha::data

@@ -1,0 +1,39 @@
+#pragma once
+// An 8-bit image as decoders produce it (height × width × channels, row-major,
+// interleaved), and the JPEG (libjpeg-turbo) and PNG (libpng) codecs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cmha::data {
+
+struct Image {
+  int64_t height = 0, width = 0, channels = 0;
+  std::vector<uint8_t> pixels;  // [height, width, channels]
+
+  Image() = default;
+  Image(int64_t h, int64_t w, int64_t c, uint8_t fill = 0)
+      : height(h), width(w), channels(c), pixels(static_cast<size_t>(h * w * c), fill) {}
+  uint8_t* at(int64_t y, int64_t x) { return pixels.data() + (y * width + x) * channels; }
+  const uint8_t* at(int64_t y, int64_t x) const { return pixels.data() + (y * width + x) * channels; }
+};
+
+// What a decoder returns: 3 channels (grey is replicated) or 1 (luma,
+// 0.299 R + 0.587 G + 0.114 B as PIL's convert("L")). Palette, alpha (dropped,
+// not composited) and 16-bit PNGs are converted; CMYK JPEGs are an error.
+enum class ColorMode { rgb, grey };
+inline int64_t channel_count(ColorMode m) { return m == ColorMode::rgb ? 3 : 1; }
+
+// Decodes JPEG or PNG bytes (told apart by their signature). `name` (the
+// file) heads every error: a corrupt, truncated or unsupported image is one
+// cmha::Error sentence naming it.
+Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name);
+Image read_image_file(const std::string& path, ColorMode mode);
+
+// Encoders for tests, fixtures and benchmarks: PNG is lossless (1 or 3
+// channels, 8-bit); JPEG at `quality` (1..100).
+std::vector<uint8_t> encode_png(const Image& image);
+std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 90);
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
+
+}  // namespace cmha::data

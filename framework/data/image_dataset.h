@@ -1,0 +1,68 @@
+#pragma once
+// Labelled image datasets behind one interface, read by the image loader's
+// worker threads: an ImageFolder tree as ImageNet is laid out
+// (<root>/<class>/<image>.jpg|jpeg|png, classes = the sorted folder names,
+// labels their indices) and the IDX files of MNIST / Fashion-MNIST.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/image.h"
+
+namespace cmha::data {
+
+class ImageDataset {
+ public:
+  virtual ~ImageDataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t num_classes() const = 0;
+  virtual int64_t label(int64_t i) const = 0;
+  // Decodes sample i (thread-safe); a bad image is a cmha::Error naming it.
+  virtual Image load(int64_t i) const = 0;
+  // What names sample i in messages: its file, or "<idx file> image i".
+  virtual std::string describe(int64_t i) const = 0;
+};
+
+// <root>/<class>/<file>: every class folder must hold at least one image
+// (an empty one is an error naming it); files with other extensions are
+// ignored. `num_classes` > 0 checks that there are no more classes than that.
+class ImageFolderDataset : public ImageDataset {
+ public:
+  ImageFolderDataset(const std::string& root, ColorMode mode, int64_t num_classes = 0);
+  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
+  int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
+  int64_t label(int64_t i) const override { return labels_[i]; }
+  Image load(int64_t i) const override;
+  std::string describe(int64_t i) const override { return files_[i]; }
+  const std::vector<std::string>& classes() const { return classes_; }
+
+ private:
+  std::vector<std::string> classes_;  // sorted folder names
+  std::vector<std::string> files_;    // sorted within each class
+  std::vector<int64_t> labels_;
+  ColorMode mode_;
+};
+
+// An IDX image file [N, rows, cols] (bytes) and its label file [N]; a label
+// outside [0, num_classes) is an error naming the label file and the index.
+// Images are grey; ColorMode::rgb replicates the channel.
+class IdxImageDataset : public ImageDataset {
+ public:
+  IdxImageDataset(const std::string& images_path, const std::string& labels_path, ColorMode mode,
+                  int64_t num_classes);
+  int64_t size() const override { return static_cast<int64_t>(labels_.size()); }
+  int64_t num_classes() const override { return num_classes_; }
+  int64_t label(int64_t i) const override { return labels_[i]; }
+  Image load(int64_t i) const override;
+  std::string describe(int64_t i) const override;
+
+ private:
+  std::string images_path_;
+  int64_t rows_ = 0, cols_ = 0, num_classes_;
+  std::vector<uint8_t> pixels_;
+  std::vector<int64_t> labels_;
+  ColorMode mode_;
+};
+
+}  // namespace cmha::data

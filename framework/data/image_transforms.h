@@ -1,0 +1,66 @@
+#pragma once
+// Per-sample image transforms of DeiT (Touvron et al. 2021), as torchvision
+// and timm define them, and the composed train and eval pipelines.
+//   train: RandomResizedCrop (bicubic) → horizontal flip → RandAugment →
+//          to f32 CHW, normalise → random erasing (per-pixel normal values)
+//   eval:  resize the shorter side (bicubic) → centre crop → normalise
+// Resampling is antialiased and separable (torchvision's resize with
+// antialias=True, PIL's filters): computed in f32, rounded to uint8 once.
+#include <cstdint>
+#include <vector>
+
+#include "data/image.h"
+#include "data/rand_augment.h"
+#include "data/sample_random.h"
+
+namespace cmha::data {
+
+enum class Interpolation { bilinear, bicubic };
+
+Image resize(const Image& im, int64_t height, int64_t width, Interpolation interp = Interpolation::bicubic);
+// torchvision Resize(size): the shorter side becomes `size`, the other keeps the aspect (truncated).
+Image resize_shorter_side(const Image& im, int64_t size, Interpolation interp = Interpolation::bicubic);
+Image crop(const Image& im, int64_t top, int64_t left, int64_t height, int64_t width);
+// torchvision center_crop (the image must be at least height × width).
+Image center_crop(const Image& im, int64_t height, int64_t width);
+void hflip(Image& im);
+
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+// torchvision RandomResizedCrop.get_params: 10 tries at an area fraction in
+// [scale_lo, scale_hi] and a log-uniform aspect in [ratio_lo, ratio_hi], then
+// the centre crop clamped to the ratio range.
+CropBox random_resized_crop_box(int64_t height, int64_t width, float scale_lo, float scale_hi, float ratio_lo,
+                                float ratio_hi, SampleRandom& rng);
+
+// uint8 HWC → f32 CHW written to `out` ([C, H, W]): (x / 255 - mean[c]) / std[c].
+void to_normalised_chw(const Image& im, const std::vector<float>& mean, const std::vector<float>& std, float* out);
+
+// timm RandomErasing (mode 'pixel', one box): with probability `prob`, up
+// to 10 tries at an area fraction in [0.02, 1/3] and a log-uniform aspect in
+// [0.3, 1/0.3]; the first box that fits is filled with standard normal values
+// (per pixel and channel). `chw` is [C, H, W], already normalised.
+void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, SampleRandom& rng);
+
+struct ImageTransformOptions {
+  int64_t image_size = 224;                 // output side
+  bool random_resized_crop = true;          // training; false = shorter side to image_size, centre crop
+  float crop_scale_lo = 0.08f, crop_scale_hi = 1.0f;
+  float crop_ratio_lo = 3.0f / 4, crop_ratio_hi = 4.0f / 3;
+  bool hflip = true;                        // with probability 0.5
+  bool rand_augment = false;
+  RandAugmentConfig rand_augment_config;
+  float random_erasing = 0;                 // probability
+  int64_t eval_resize = 256;                // eval: shorter side before the centre crop
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f};
+  std::vector<float> std = {0.229f, 0.224f, 0.225f};
+  Interpolation interpolation = Interpolation::bicubic;
+};
+
+// One sample through the train (training = true) or eval pipeline, into
+// `out` [C, image_size, image_size] f32, C = im.channels.
+void transform_sample(const Image& im, const ImageTransformOptions& options, bool training, SampleRandom& rng,
+                      float* out);
+
+}  // namespace cmha::data

@@ -1,0 +1,104 @@
+#include "train/image_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "tensor/error.h"
+
+namespace cmha::train {
+
+namespace {
+
+// data.channel_mean / channel_std, or the scalar data.mean / data.std for every channel.
+std::vector<float> per_channel(const Recipe& r, const std::string& list_key, const std::string& scalar_key,
+                               int64_t channels) {
+  const std::vector<double> list = r.reals(list_key);
+  if (list.empty()) return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(r.real(scalar_key)));
+  CMHA_CHECK(static_cast<int64_t>(list.size()) == channels,
+             list_key + " has " + std::to_string(list.size()) + " values (" + r.origin(list_key) +
+                 ") but model.channels is " + std::to_string(channels));
+  return std::vector<float>(list.begin(), list.end());
+}
+
+std::pair<float, float> range_of(const Recipe& r, const std::string& key) {
+  const std::vector<double> v = r.reals(key);
+  CMHA_CHECK(v.size() == 2 && v[0] > 0 && v[0] <= v[1],
+             key + " (" + r.origin(key) + ") must be two positive numbers [low, high] with low <= high");
+  return {static_cast<float>(v[0]), static_cast<float>(v[1])};
+}
+
+}  // namespace
+
+ImageData make_image_data(const Recipe& r) {
+  const int64_t classes = r.integer("model.num_classes"), channels = r.integer("model.channels");
+  CMHA_CHECK(channels == 1 || channels == 3, "model.channels " + std::to_string(channels) +
+                                                 ": image data is grey (1) or RGB (3)");
+  const data::ColorMode mode = channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey;
+  ImageData d;
+  if (r.string("data.format") == "idx") {
+    d.train = std::make_shared<data::IdxImageDataset>(r.string("data.train_images"), r.string("data.train_labels"),
+                                                      mode, classes);
+    d.valid = std::make_shared<data::IdxImageDataset>(r.string("data.valid_images"), r.string("data.valid_labels"),
+                                                      mode, classes);
+    return d;
+  }
+  const std::string root = r.string("data.root");
+  CMHA_CHECK(!root.empty(), "data.format is image_folder but data.root is not set");
+  const std::string train_dir = (std::filesystem::path(root) / r.string("data.train_dir")).string();
+  const std::string valid_dir = (std::filesystem::path(root) / r.string("data.valid_dir")).string();
+  auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes);
+  auto valid = std::make_shared<data::ImageFolderDataset>(valid_dir, mode, classes);
+  // Labels are folder indices: different folders would silently mislabel.
+  CMHA_CHECK(train->classes() == valid->classes(), valid_dir + " has " + std::to_string(valid->num_classes()) +
+                                                       " class folders that differ from the " +
+                                                       std::to_string(train->num_classes()) + " of " + train_dir);
+  d.train = std::move(train);
+  d.valid = std::move(valid);
+  return d;
+}
+
+data::ImageLoaderOptions image_loader_options(const Recipe& r, bool training) {
+  data::ImageLoaderOptions o;
+  const int64_t channels = r.integer("model.channels");
+  o.training = training;
+  o.batch_size = r.integer("data.batch_size");
+  o.drop_last = r.boolean("data.drop_last");
+  o.repeats = training ? static_cast<int>(r.integer("data.repeated_aug")) : 1;
+  o.workers = static_cast<int>(r.integer("data.workers"));
+  o.prefetch = static_cast<int>(r.integer("data.prefetch"));
+  o.skip_bad_images = r.boolean("data.skip_bad_images");
+
+  data::ImageTransformOptions& t = o.transform;
+  t.image_size = r.integer("model.image_size");
+  t.mean = per_channel(r, "data.channel_mean", "data.mean", channels);
+  t.std = per_channel(r, "data.channel_std", "data.std", channels);
+  for (float s : t.std) CMHA_CHECK(s > 0, "data.channel_std: every std must be positive");
+  const int64_t eval_resize = r.integer("data.eval_resize");
+  // DeiT's eval_crop_ratio 0.875: 256 for 224.
+  t.eval_resize = eval_resize > 0 ? eval_resize : static_cast<int64_t>(t.image_size / 0.875);
+  CMHA_CHECK(t.eval_resize >= t.image_size, "data.eval_resize " + std::to_string(t.eval_resize) +
+                                                " is smaller than model.image_size " + std::to_string(t.image_size));
+  std::tie(t.crop_scale_lo, t.crop_scale_hi) = range_of(r, "data.train_crop_scale");
+  std::tie(t.crop_ratio_lo, t.crop_ratio_hi) = range_of(r, "data.train_crop_ratio");
+  t.random_resized_crop = r.boolean("data.random_resized_crop");
+  t.hflip = r.boolean("data.hflip");
+  const std::string ra = r.string("data.rand_augment");
+  t.rand_augment = !ra.empty();
+  if (t.rand_augment) {
+    t.rand_augment_config = data::parse_rand_augment(ra);
+    for (int c = 0; c < 3; ++c)  // timm fills with the mean colour
+      t.rand_augment_config.fill[c] =
+          static_cast<uint8_t>(std::min(255.0f, std::nearbyint(255.0f * t.mean[channels == 3 ? c : 0])));
+  }
+  t.random_erasing = static_cast<float>(r.real("data.random_erasing"));
+
+  o.mixup.mixup_alpha = static_cast<float>(r.real("data.mixup"));
+  o.mixup.cutmix_alpha = static_cast<float>(r.real("data.cutmix"));
+  o.mixup.prob = static_cast<float>(r.real("data.mixup_prob"));
+  o.mixup.switch_prob = static_cast<float>(r.real("data.mixup_switch_prob"));
+  o.mixup.label_smoothing = static_cast<float>(r.real("train.label_smoothing"));
+  return o;
+}
+
+}  // namespace cmha::train

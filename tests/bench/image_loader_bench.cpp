@@ -1,0 +1,179 @@
+// Images per second of the image loader alone with DeiT's training
+// transforms at 224 px (RandomResizedCrop bicubic, flip, RandAugment
+// rand-m9-mstd0.5-inc1, random erasing 0.25, mixup 0.8 / CutMix 1.0), with 1
+// and 2 worker threads, against what a training step consumes: the forward
+// and backward of DeiT-Ti and DeiT-B3 (3 blocks of DeiT-B) on a batch, with
+// OpenMP on every core.
+//
+// Data: 64 synthetic JPEGs (quality 90) of 500×375, ImageNet's most common
+// size, with smooth gradients and noise so that they compress like photos;
+// written once to a temp folder as an ImageFolder of 4 classes.
+// Parts, per image, in the calling thread: JPEG decode; the train transforms
+// on a decoded image.
+//
+// Run: build-bench/tests/bench/image_loader_bench [--benchmark_repetitions=N]
+// The summary prints images/s: the loader must be faster than the step.
+#include "bench_main.h"
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "data/image_loader.h"
+#include "nn/vit.h"
+#include "tensor/rng.h"
+
+using namespace cmha;
+using namespace cmha::data;
+
+namespace {
+
+constexpr int kImages = 64, kBatch = 32;
+std::map<std::string, std::vector<double>> g_images_per_s;  // side -> per-iteration rates
+
+Image synthetic_photo(int seed) {
+  Image im(375, 500, 3);
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (int64_t y = 0; y < im.height; ++y)
+    for (int64_t x = 0; x < im.width; ++x) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      const int noise = static_cast<int>(s % 32);
+      uint8_t* p = im.at(y, x);
+      p[0] = static_cast<uint8_t>((x * 255 / 500 + seed * 40 + noise) % 256);
+      p[1] = static_cast<uint8_t>((y * 255 / 375 + noise) % 256);
+      p[2] = static_cast<uint8_t>(((x + y) * 255 / 875 + 2 * noise) % 256);
+    }
+  return im;
+}
+
+const std::string& dataset_root() {
+  static const std::string root = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("cmha_image_bench_" + std::to_string(::getpid()));
+    for (int i = 0; i < kImages; ++i) {
+      const auto cls = dir / ("class" + std::to_string(i % 4));
+      std::filesystem::create_directories(cls);
+      write_file((cls / (std::to_string(i) + ".jpg")).string(), encode_jpeg(synthetic_photo(i), 90));
+    }
+    return dir.string();
+  }();
+  return root;
+}
+
+ImageLoaderOptions deit_train_options(int workers) {
+  ImageLoaderOptions o;
+  o.batch_size = kBatch;
+  o.workers = workers;
+  o.drop_last = true;
+  o.transform.image_size = 224;
+  o.transform.rand_augment = true;
+  o.transform.rand_augment_config = parse_rand_augment("rand-m9-mstd0.5-inc1");
+  o.transform.random_erasing = 0.25f;
+  o.mixup.mixup_alpha = 0.8f;
+  o.mixup.cutmix_alpha = 1.0f;
+  return o;
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void BM_Loader(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  omp_set_num_threads(1);
+  auto ds = std::make_shared<ImageFolderDataset>(dataset_root(), ColorMode::rgb);
+  ImageLoader loader(ds, deit_train_options(workers), 1);
+  int64_t epoch = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    loader.start_epoch(epoch++);
+    ImageBatch b;
+    int64_t n = 0;
+    while (loader.next(b)) n += b.images.size(0);
+    const double s = seconds_since(t0);
+    state.SetIterationTime(s);
+    g_images_per_s["loader, " + std::to_string(workers) + " worker(s)"].push_back(n / s);
+  }
+  state.SetItemsProcessed(state.iterations() * kImages);
+}
+
+void BM_Decode(benchmark::State& state) {
+  const std::vector<uint8_t> jpg = encode_jpeg(synthetic_photo(3), 90);
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    Image im = decode_image(jpg.data(), jpg.size(), ColorMode::rgb, "bench.jpg");
+    benchmark::DoNotOptimize(im.pixels.data());
+    g_images_per_s["part: JPEG decode 500x375"].push_back(1 / seconds_since(t0));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_TrainTransform(benchmark::State& state) {
+  const Image im = synthetic_photo(3);
+  const ImageTransformOptions t = deit_train_options(0).transform;
+  std::vector<float> out(3 * 224 * 224);
+  uint64_t stream = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    SampleRandom rng(1, 0, stream++);
+    transform_sample(im, t, true, rng, out.data());
+    g_images_per_s["part: train transforms"].push_back(1 / seconds_since(t0));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Forward + backward of a ViT on a batch of 224-px images (no optimiser step).
+void BM_VitStep(benchmark::State& state, int64_t d_model, int64_t depth, int64_t heads, const std::string& name) {
+  const int batch = static_cast<int>(state.range(0));
+  omp_set_num_threads(omp_get_num_procs());
+  nn::VitConfig cfg;
+  cfg.d_model = d_model, cfg.depth = depth, cfg.ffn_dim = 4 * d_model, cfg.attention.heads = heads;
+  Generator gen(1);
+  nn::VisionTransformer model(cfg, gen);
+  model.set_generator(std::make_shared<Generator>(2));  // drop path
+  model.train();
+  Tensor x = Tensor::zeros({batch, 3, 224, 224});
+  uniform_(x, gen, -2, 2);
+  std::vector<int64_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = i % 1000;
+  const Tensor labels = Tensor::from_vector_i64(y, {batch});
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    Tensor loss = cross_entropy(model.forward(x), labels, 0.1f);
+    loss.backward();
+    for (auto& p : model.parameters()) p.zero_grad();
+    const double s = seconds_since(t0);
+    state.SetIterationTime(s);
+    g_images_per_s["trainer: " + name + " fwd+bwd, batch " + std::to_string(batch)].push_back(batch / s);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("BM_Decode", BM_Decode)->MinTime(1.0);
+  benchmark::RegisterBenchmark("BM_TrainTransform", BM_TrainTransform)->MinTime(1.0);
+  for (int w : {0, 1, 2})
+    benchmark::RegisterBenchmark("BM_Loader", BM_Loader)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(2);
+  benchmark::RegisterBenchmark("BM_VitStep/deit_tiny", BM_VitStep, 192, 12, 3, "DeiT-Ti")
+      ->Arg(16)->ArgName("batch")->UseManualTime()->Iterations(2);
+  benchmark::RegisterBenchmark("BM_VitStep/deit_b3", BM_VitStep, 768, 3, 12, "DeiT-B3")
+      ->Arg(16)->ArgName("batch")->UseManualTime()->Iterations(2);
+}
+
+void print_summary() {
+  std::printf("\nimages per second (median over every timed iteration; %d-core machine):\n", omp_get_num_procs());
+  for (auto& [side, rates] : g_images_per_s) {
+    std::sort(rates.begin(), rates.end());
+    std::printf("  %-45s %9.1f\n", side.c_str(), rates[rates.size() / 2]);
+  }
+  std::filesystem::remove_all(dataset_root());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return cmha::bench::run_main(argc, argv, register_all, print_summary); }
