@@ -1,6 +1,7 @@
-// cmha eval CHECKPOINT [--ema] [--json] [--batch-size N] [--threads T] [data.key=value ...]
+// cmha eval CHECKPOINT [--data DIR] [--ema] [--json] [--batch-size N] [--threads T] [data.key=value ...]
 // Scores an image classifier checkpoint: top-1, top-5 and loss on the
-// validation split its recipe names (or the data.* overrides given).
+// validation split its recipe names (or an ImageFolder DIR, or the data.*
+// overrides given), through the recipe's evaluation transform.
 #include <omp.h>
 
 #include <cstdio>
@@ -8,9 +9,11 @@
 #include <map>
 
 #include "cli/commands.h"
-#include "data/idx.h"
+#include "data/image_dataset.h"
+#include "data/image_loader.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/image_pipeline.h"
 #include "train/image_task.h"
 #include "train/model_config.h"
 
@@ -18,14 +21,19 @@ namespace cmha::cli {
 namespace {
 
 const char* kEvalUsage =
-    "usage: cmha eval CHECKPOINT [--ema] [--json] [--batch-size N] [--threads T] [data.key=value ...]\n"
+    "usage: cmha eval CHECKPOINT [--data DIR] [--ema] [--json] [--batch-size N] [--threads T]\n"
+    "                 [data.key=value ...]\n"
     "\n"
     "Scores an image classification checkpoint on the validation split of its\n"
-    "recipe (data.valid_images, data.valid_labels; data.* overrides point it at\n"
-    "other IDX files): one line with top-1 and top-5 accuracy (%) and the mean\n"
+    "recipe (IDX data.valid_images/valid_labels, or <data.root>/<data.valid_dir>\n"
+    "for an ImageFolder; data.* overrides change them), through the recipe's\n"
+    "evaluation transform (ImageNet: resize 256 bicubic, centre crop 224,\n"
+    "normalise): one line with top-1 and top-5 accuracy (%) and the mean\n"
     "cross-entropy.\n"
     "\n"
     "options:\n"
+    "  --data DIR      score an ImageFolder DIR/<class>/<image> instead; it must have\n"
+    "                  the model's model.num_classes class folders, named as in training\n"
     "  --ema           score the exponential moving average of the weights\n"
     "  --json          print one JSON object instead of the line\n"
     "  --batch-size N  images per forward pass (default: the recipe's data.batch_size)\n"
@@ -37,6 +45,7 @@ const char* kEvalUsage =
 int eval_command(const Args& args) {
   std::string path;
   std::vector<std::string> overrides;
+  std::string folder;
   bool ema = false, json = false;
   long long batch_size = 0, threads = 0;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -44,6 +53,8 @@ int eval_command(const Args& args) {
     if (a == "-h" || a == "--help") {
       std::fputs(kEvalUsage, stdout);
       return 0;
+    } else if (a == "--data") {
+      folder = option_value(args, i, "eval");
     } else if (a == "--ema") {
       ema = true;
     } else if (a == "--json") {
@@ -86,18 +97,34 @@ int eval_command(const Args& args) {
   for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
   train::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
 
-  const std::string images = recipe.string("data.valid_images");
-  const data::LabelledImages split = data::load_idx_split(images, recipe.string("data.valid_labels"));
-  train::check_idx_split(split, cfg, images);
-  const eval::ClassificationScores s =
-      train::evaluate_idx(model, split, static_cast<float>(recipe.real("data.mean")),
-                          static_cast<float>(recipe.real("data.std")),
-                          batch_size > 0 ? batch_size : recipe.integer("data.batch_size"));
+  std::shared_ptr<const data::ImageDataset> dataset;
+  std::string data_name;
+  if (folder.empty()) {
+    dataset = train::make_image_data(recipe).valid;
+    data_name = recipe.string("data.format") == "idx"
+                    ? recipe.string("data.valid_images")
+                    : (std::filesystem::path(recipe.string("data.root")) / recipe.string("data.valid_dir")).string();
+  } else {
+    CMHA_CHECK(std::filesystem::is_directory(folder), "--data '" + folder + "' is not a directory");
+    auto images = std::make_shared<data::ImageFolderDataset>(
+        folder, cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey, cfg.num_classes);
+    // Labels are class-folder indices: fewer folders than the model's classes would shift them.
+    CMHA_CHECK(images->num_classes() == cfg.num_classes,
+               "--data '" + folder + "' has " + std::to_string(images->num_classes()) +
+                   " class folders but the model of '" + path + "' has model.num_classes " +
+                   std::to_string(cfg.num_classes));
+    dataset = std::move(images);
+    data_name = folder;
+  }
+  data::ImageLoaderOptions options = train::image_loader_options(recipe, false);
+  if (batch_size > 0) options.batch_size = batch_size;
+  data::ImageLoader loader(dataset, options, static_cast<uint64_t>(recipe.integer("train.seed")));
+  const eval::ClassificationScores s = train::evaluate_classifier(model, loader);
   if (json) {
     nlohmann::json j = s.to_json();
     j["checkpoint"] = path;
     j["weights"] = ema ? "ema" : "model";
-    j["data"] = images;
+    j["data"] = data_name;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("eval | %s%s | %lld samples | top1 %.2f | top5 %.2f | loss %.4f\n", path.c_str(), ema ? " (EMA)" : "",

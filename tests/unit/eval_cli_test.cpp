@@ -2,10 +2,12 @@
 // synthetic data set, and the errors eval reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "data/idx.h"
+#include "data/image.h"
 #include "support/check.h"
 #include "support/tiny_images.h"
 #include "train/checkpoint.h"
@@ -59,18 +61,32 @@ TEST(EvalCli, ScoresTheBestCheckpointAsTheFinalEvaluationDid) {
   EXPECT_TRUE(has(r.output, "| 30 samples | top1 ")) << r.output;
   EXPECT_TRUE(has(r.output, "| top5 ")) << r.output;
 
-  // The data does not fit the model: 14×14 images for a 28-pixel model.
-  data::write_idx_u8(dir + "/small-images.gz", {3, 14, 14}, std::vector<uint8_t>(3 * 14 * 14, 9), true);
-  data::write_idx_u8(dir + "/small-labels.gz", {3}, {0, 1, 2}, true);
-  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors data.valid_images=" + dir +
-                     "/small-images.gz data.valid_labels=" + dir + "/small-labels.gz");
+  // The same test images as an ImageFolder (class folders "0".."9") score the same.
+  const data::IdxBytes pixels = data::read_idx_u8(dir + "/t10k-images-idx3-ubyte.gz", 3);
+  const data::IdxBytes labels = data::read_idx_u8(dir + "/t10k-labels-idx1-ubyte.gz", 1);
+  for (int64_t i = 0; i < 30; ++i) {
+    const fs::path cls = fs::path(dir) / "folder" / std::to_string(labels.values[i]);
+    fs::create_directories(cls);
+    data::Image im(28, 28, 1);
+    std::copy_n(pixels.values.begin() + i * 784, 784, im.pixels.begin());
+    data::write_file((cls / (std::to_string(i) + ".png")).string(), data::encode_png(im));
+  }
+  r = test::run_cmha("eval --json --data " + dir + "/folder " + run + "/checkpoint_best.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.output).at("top1").get<double>(), best.at("top1").get<double>());
+  EXPECT_NEAR(nlohmann::json::parse(r.output).at("loss").get<double>(), best.at("loss").get<double>(), 1e-5);
+
+  // The folder does not fit the model: 7 classes for a 10-class head.
+  for (const char* c : {"7", "8", "9"}) fs::remove_all(fs::path(dir) / "folder" / c);
+  r = test::run_cmha("eval --data " + dir + "/folder " + run + "/checkpoint_8.safetensors");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "small-images.gz' are 14×14 grey, but the model expects model.image_size 28")) << r.output;
+  EXPECT_TRUE(has(r.output, "folder' has 7 class folders but the model of")) << r.output;
+  EXPECT_TRUE(has(r.output, "has model.num_classes 10")) << r.output;
   // Labels beyond the model's classes.
-  data::write_idx_u8(dir + "/many-labels.gz", {3}, {0, 12, 2}, true);
-  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors data.valid_labels=" + dir + "/many-labels.gz " +
-                     "data.valid_images=" + dir + "/train-images-idx3-ubyte.gz");
+  data::write_idx_u8(dir + "/many-labels.gz", {30}, std::vector<uint8_t>(30, 12), true);
+  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors data.valid_labels=" + dir + "/many-labels.gz");
   EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "many-labels.gz")) << r.output;
   fs::remove_all(dir);
 }
 
