@@ -18,6 +18,7 @@ int translate_command(const Args& args);  // translate.cpp
 int bleu_command(const Args& args);       // bleu.cpp
 int eval_command(const Args& args);       // eval.cpp
 int sweep_command(const Args& args);      // sweep.cpp
+int score_command(const Args& args);      // score.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
 // compiled in).

@@ -33,6 +33,7 @@ const char* kUsage =
     "  average average the weights of several checkpoints\n"
     "  plot    draw the loss and metric curves of runs to a PNG\n"
     "  translate translate text with a transformer checkpoint (beam search)\n"
+    "  score   log-probability of each reference translation under a checkpoint\n"
     "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
     "  eval    top-1/top-5 accuracy and loss of an image classifier checkpoint\n"
     "  sweep   run a recipe once per point of a grid of keys and tabulate the results\n"
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
         if (topic == "bleu") return bleu_command({"--help"});
         if (topic == "eval") return eval_command({"--help"});
         if (topic == "sweep") return sweep_command({"--help"});
+        if (topic == "score") return score_command({"--help"});
         std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
         return 2;
       }
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
     if (command == "bleu") return bleu_command(args);
     if (command == "eval") return eval_command(args);
     if (command == "sweep") return sweep_command(args);
+    if (command == "score") return score_command(args);
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

@@ -42,8 +42,17 @@ BlockCache& block_cache() {
   return *c;
 }
 
+// Blocks of 1 MiB and more are rounded up to a size class, four per power of
+// two (wasting at most a quarter): activations whose shapes change with every
+// batch (translation: sentence lengths) then reuse the same few cached blocks
+// instead of filling the cache with sizes that never come back while every
+// new size page-faults afresh. Huge-page sized blocks stay 2 MiB multiples.
 size_t rounded_size(size_t nbytes) {
   size_t r = (nbytes + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
+  if (r >= kCacheMin) {
+    const size_t step = (size_t{1} << (63 - __builtin_clzll(r))) / 4;  // a quarter of the power of two below
+    r = (r + step - 1) / step * step;
+  }
   if (r >= kHugePage) r = (r + kHugePage - 1) / kHugePage * kHugePage;
   return r == 0 ? Storage::kAlignment : r;
 }

@@ -40,23 +40,30 @@ Checkpoint average_checkpoints(const std::vector<std::string>& paths) {
   return out;
 }
 
-std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
+std::vector<std::string> update_checkpoints(const std::string& run_dir) {
   namespace fs = std::filesystem;
-  CMHA_CHECK(fs::is_directory(run_dir), "average: run directory '" + run_dir + "' does not exist");
-  static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& e : fs::directory_iterator(run_dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path().string());
+  if (fs::is_directory(run_dir)) {
+    static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
+    for (const auto& e : fs::directory_iterator(run_dir)) {
+      std::smatch m;
+      const std::string name = e.path().filename().string();
+      if (std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path().string());
+    }
   }
   std::sort(found.begin(), found.end());
-  CMHA_CHECK(static_cast<int>(found.size()) >= n, "average: '" + run_dir + "' holds " + std::to_string(found.size()) +
-                                                      " update checkpoints, fewer than the " + std::to_string(n) +
-                                                      " asked for");
   std::vector<std::string> out;
-  for (size_t i = found.size() - n; i < found.size(); ++i) out.push_back(found[i].second);
+  for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
+  CMHA_CHECK(std::filesystem::is_directory(run_dir), "average: run directory '" + run_dir + "' does not exist");
+  std::vector<std::string> all = update_checkpoints(run_dir);
+  CMHA_CHECK(static_cast<int>(all.size()) >= n, "average: '" + run_dir + "' holds " + std::to_string(all.size()) +
+                                                    " update checkpoints, fewer than the " + std::to_string(n) +
+                                                    " asked for");
+  return {all.end() - n, all.end()};
 }
 
 }  // namespace cmha::train

@@ -14,6 +14,10 @@ namespace cmha::train {
 // is an error naming both files and the tensor.
 Checkpoint average_checkpoints(const std::vector<std::string>& paths);
 
+// Every update checkpoint (checkpoint_<update>.safetensors) of a run
+// directory, oldest first; none when the directory does not exist.
+std::vector<std::string> update_checkpoints(const std::string& run_dir);
+
 // The last n update checkpoints (checkpoint_<update>.safetensors) of a run
 // directory, oldest first.
 std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);

@@ -120,6 +120,17 @@ std::vector<OptionSpec> build() {
   add("data.max_len", T::integer, "128", "Drop pairs with more tokens than this on either side (eos/bos included)", 1, 1 << 20);
   add("data.max_tokens", T::integer, "4096", "Tokens per micro-batch: sentences × max(padded source, padded target)", 1, 1 << 24);
   add("data.shuffle_window", T::integer, "100", "Batches' worth of shuffled pairs sorted by length together; 0 = the whole epoch", 0);
+  add("data.test_prefix", T::string, "\"\"", "Test corpus prefix: after training, the averaged model translates it and BLEU is written to results.json; '' = no final evaluation");
+  // Translation evaluation: validation BLEU and the final test evaluation
+  add("eval.valid_bleu", T::boolean, "false", "Translate the validation source at each validation and report sacreBLEU as the metric 'bleu'");
+  add("eval.valid_sentences", T::integer, "500", "Validation sentences translated for 'bleu' (the first N); 0 = all", 0);
+  add("eval.valid_beam", T::integer, "1", "Beam of the validation translations; 1 = greedy", 1, 1024);
+  add("eval.average_last", T::integer, "5", "Final evaluation: average the last N update checkpoints (fewer when fewer exist); 1 = the last alone", 1, 1 << 20);
+  add("eval.beam", T::integer, "4", "Final evaluation: beam size", 1, 1024);
+  add("eval.lenpen", T::real, "0.6", "Final evaluation: length penalty exponent (score = log p / length^lenpen)", -100, 100);
+  add("eval.max_len_a", T::real, "1.0", "Final evaluation: at most a × source length + b output tokens", 0);
+  add("eval.max_len_b", T::integer, "50", "Final evaluation: the b of the maximum output length", 0);
+  add("eval.max_tokens", T::integer, "4096", "Decoding batches: source tokens per batch, padding included", 1, 1 << 24);
   // ---- end translation data ----
   // Image data (IDX files: MNIST, Fashion-MNIST)
   add("data.train_images", T::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "Training images (IDX, gzip'd or plain)");

@@ -14,6 +14,7 @@
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/ema.h"
+#include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/model_config.h"
 #include "optim/schedule.h"
@@ -65,19 +66,8 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t update
 }  // namespace
 
 std::string latest_checkpoint(const std::string& dir) {
-  std::string best;
-  int64_t best_update = -1;
-  if (!fs::is_directory(dir)) return best;
-  static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, pattern) && std::stoll(m[1]) > best_update) {
-      best_update = std::stoll(m[1]);
-      best = e.path().string();
-    }
-  }
-  return best;
+  const std::vector<std::string> all = update_checkpoints(dir);
+  return all.empty() ? std::string() : all.back();
 }
 
 struct Trainer::Impl {
@@ -182,15 +172,8 @@ struct Trainer::Impl {
 
   void prune() {
     if (!comm.is_main() || keep_last <= 0) return;
-    static const std::regex pattern(R"(checkpoint_(\d+)\.safetensors)");
-    std::vector<std::pair<int64_t, fs::path>> found;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      std::smatch m;
-      const std::string n = e.path().filename().string();
-      if (std::regex_match(n, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path());
-    }
-    std::sort(found.rbegin(), found.rend());
-    for (size_t i = static_cast<size_t>(keep_last); i < found.size(); ++i) fs::remove(found[i].second);
+    const std::vector<std::string> found = update_checkpoints(dir);  // oldest first
+    for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) fs::remove(found[i]);
   }
 
   void resume_from(const std::string& path) {

@@ -6,13 +6,18 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "data/text_corpus.h"
+#include "eval/bleu.h"
+#include "train/average.h"
+#include "train/checkpoint.h"
 #include "train/model_config.h"
+#include "train/translator.h"
 
 namespace cmha::train {
 
@@ -122,6 +127,28 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   // The corpora are always read and checked (a fraction of a second); only encoding is cached.
   data::ParallelCorpus train = data::read_parallel_corpus(r.string("data.train_prefix"), src_lang, tgt_lang);
   data::ParallelCorpus valid = data::read_parallel_corpus(r.string("data.valid_prefix"), src_lang, tgt_lang);
+  if (r.boolean("eval.valid_bleu")) {
+    const int64_t limit = r.integer("eval.valid_sentences");
+    const size_t n = limit > 0 ? std::min<size_t>(valid.size(), static_cast<size_t>(limit)) : valid.size();
+    bleu_sources_.assign(valid.source.begin(), valid.source.begin() + static_cast<std::ptrdiff_t>(n));
+    bleu_references_.assign(valid.target.begin(), valid.target.begin() + static_cast<std::ptrdiff_t>(n));
+    valid_beam_ = r.integer("eval.valid_beam");
+  }
+  final_.test_prefix = r.string("data.test_prefix");
+  final_.source_lang = src_lang;
+  final_.target_lang = tgt_lang;
+  final_.average_last = r.integer("eval.average_last");
+  final_.beam = r.integer("eval.beam");
+  final_.lenpen = r.real("eval.lenpen");
+  final_.max_len_a = r.real("eval.max_len_a");
+  final_.max_len_b = r.integer("eval.max_len_b");
+  final_.max_tokens = r.integer("eval.max_tokens");
+  if (!final_.test_prefix.empty()) {  // checked now: a missing test set should not surface after hours of training
+    for (const std::string& lang : {src_lang, tgt_lang}) {
+      const std::string path = data::corpus_path(final_.test_prefix, lang);
+      CMHA_CHECK(fs::is_regular_file(path), "data.test_prefix: the test corpus file '" + path + "' does not exist");
+    }
+  }
 
   data::SentencePieceOptions so;
   so.vocab_size = r.integer("model.vocab_size");
@@ -130,6 +157,7 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   so.seed = seed;
   so.num_threads = omp_get_max_threads();
   const std::string spm_path = (fs::path(save_dir) / "spm.model").string();
+  spm_path_ = spm_path;
   if (rank != 0) wait_for([&] { return fs::exists(spm_path); }, "the SentencePiece model " + spm_path);
   const bool had_model = fs::exists(spm_path);
   std::vector<const std::string*> joint;
@@ -238,12 +266,75 @@ std::map<std::string, double> TranslationTask::validate() {
     for (size_t i = 0; i < pred.size(); ++i) correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
   }
   if (label_smoothing_ <= 0) loss = nll;
-  model_->train();
   const double n = std::max(tokens, 1.0);
-  return {{"loss", loss / n},
-          {"nll_loss", nll / n},
-          {"perplexity", std::exp(nll / n)},
-          {"accuracy", 100.0 * correct / n}};
+  std::map<std::string, double> metrics{{"loss", loss / n},
+                                        {"nll_loss", nll / n},
+                                        {"perplexity", std::exp(nll / n)},
+                                        {"accuracy", 100.0 * correct / n}};
+  if (!bleu_sources_.empty()) {
+    eval::TranslatorOptions o;
+    o.spm_path = spm_path_;
+    o.search.beam = valid_beam_;
+    o.max_tokens = final_.max_tokens;
+    eval::Translator translator(*model_, o);
+    metrics["bleu"] = eval::corpus_bleu(translator.translate(bleu_sources_), bleu_references_).score;
+  }
+  model_->train();
+  return metrics;
+}
+
+nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
+  if (final_.test_prefix.empty()) return nlohmann::json::object();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> paths = update_checkpoints(run_dir);
+  CMHA_CHECK(!paths.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint_<update>.safetensors");
+  if (static_cast<int64_t>(paths.size()) > final_.average_last) paths.erase(paths.begin(), paths.end() - final_.average_last);
+  const std::string averaged = (fs::path(run_dir) / "checkpoint_average.safetensors").string();
+  save_checkpoint(averaged, average_checkpoints(paths));
+  std::fprintf(stderr, "eval: averaged %zu checkpoints (%s ... %s) into %s\n", paths.size(),
+               fs::path(paths.front()).filename().c_str(), fs::path(paths.back()).filename().c_str(), averaged.c_str());
+
+  const data::ParallelCorpus test =
+      data::read_parallel_corpus(final_.test_prefix, final_.source_lang, final_.target_lang);
+  eval::TranslatorOptions o;
+  o.spm_path = spm_path_;
+  o.search.beam = final_.beam;
+  o.search.lenpen = final_.lenpen;
+  o.search.max_len_a = final_.max_len_a;
+  o.search.max_len_b = final_.max_len_b;
+  o.max_tokens = final_.max_tokens;
+  eval::Translator translator(averaged, o);
+  const std::vector<std::string> hyps = translator.translate(test.source);
+  const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
+  {
+    std::ofstream out(hyp_path, std::ios::binary | std::ios::trunc);
+    CMHA_CHECK(out.good(), "cannot write '" + hyp_path + "'");
+    for (const std::string& h : hyps) out << h << '\n';
+    CMHA_CHECK(out.good(), "writing '" + hyp_path + "' failed (disk full?)");
+  }
+  const eval::BleuScore sacre = eval::corpus_bleu(hyps, test.target);
+  eval::BleuOptions compound;  // the paper's tokenized BLEU: ##AT## compound split, no smoothing
+  compound.compound_split = true;
+  compound.smooth = "none";
+  const eval::BleuScore tokenized = eval::corpus_bleu(hyps, test.target, compound);
+  const double seconds = seconds_since(t0);
+  std::fprintf(stderr, "eval: %zu test sentences of %s translated (beam %lld, lenpen %g) into %s in %.1f s\n",
+               hyps.size(), test.source_path.c_str(), static_cast<long long>(final_.beam), final_.lenpen,
+               hyp_path.c_str(), seconds);
+  std::fprintf(stderr, "eval: BLEU|%s = %s\n", sacre.signature.c_str(), sacre.format().c_str());
+  std::fprintf(stderr, "eval: tokenized BLEU with compound splitting (%s) = %s\n", tokenized.signature.c_str(),
+               tokenized.format().c_str());
+  return {{"bleu", sacre.score},
+          {"bleu_compound", tokenized.score},
+          {"bleu_line", "BLEU|" + sacre.signature + " = " + sacre.format()},
+          {"test_sentences", hyps.size()},
+          {"test_source", test.source_path},
+          {"checkpoints_averaged", paths.size()},
+          {"averaged_checkpoint", averaged},
+          {"hypotheses", hyp_path},
+          {"beam", final_.beam},
+          {"lenpen", final_.lenpen},
+          {"seconds", seconds}};
 }
 
 nlohmann::json TranslationTask::data_state() const {

@@ -29,8 +29,15 @@ class TranslationTask : public Task {
   int64_t batches_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
   // loss: label-smoothed (train.label_smoothing) cross-entropy per target token,
   // nll_loss: without smoothing, perplexity: exp(nll_loss), accuracy: % of
-  // target tokens predicted right. Nats.
+  // target tokens predicted right. Nats. With eval.valid_bleu also bleu:
+  // sacreBLEU of the first eval.valid_sentences validation sources translated
+  // (beam eval.valid_beam) against their references.
   std::map<std::string, double> validate() override;
+  // With data.test_prefix: averages the last eval.average_last checkpoints of
+  // the run into checkpoint_average.safetensors, translates the test source
+  // with beam search into test.hyp, and returns sacreBLEU ("bleu", 13a) and
+  // the paper's tokenized BLEU with compound splitting ("bleu_compound").
+  nlohmann::json final_evaluation(const std::string& run_dir) override;
   nlohmann::json data_state() const override;
   void restore_data_state(const nlohmann::json& state) override;
 
@@ -50,6 +57,17 @@ class TranslationTask : public Task {
   std::unique_ptr<data::TokenBatcher> train_batcher_;
   std::vector<data::Batch> valid_batches_;
   float label_smoothing_;
+  std::string spm_path_;
+  // Validation BLEU (eval.valid_bleu): raw sources and references.
+  std::vector<std::string> bleu_sources_, bleu_references_;
+  int64_t valid_beam_ = 1;
+  // The final evaluation's settings, read from the recipe up front so a
+  // mistake fails before training, not after it.
+  struct FinalEvaluation {
+    std::string test_prefix, source_lang, target_lang;
+    int64_t average_last = 5, beam = 4, max_len_b = 50, max_tokens = 4096;
+    double lenpen = 0.6, max_len_a = 1.0;
+  } final_;
   int rank_;
   bool encoded_ = false;
   int64_t epoch_ = -1, position_ = 0;

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "autograd/engine.h"
+#include "autograd/ops.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
 #include "train/model_config.h"
@@ -41,19 +42,33 @@ Translator::Translator(const std::string& checkpoint, const TranslatorOptions& o
                                         " model, but translation needs a transformer (model.kind: transformer)");
   nn::TransformerConfig cfg = train::transformer_config(recipe);
   Generator gen(0);  // every weight is overwritten below
-  model_ = std::make_unique<nn::Transformer>(cfg, gen);
+  owned_model_ = std::make_unique<nn::Transformer>(cfg, gen);
+  model_ = owned_model_.get();
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model_->named_parameters()) params[name] = p;
   train::restore_weights(checkpoint, ckpt.weights, params);
   model_->eval();
   for (Tensor& p : model_->parameters()) p.set_requires_grad(false);
+  load_vocabulary("checkpoint '" + checkpoint + "'");
+}
 
+Translator::Translator(nn::Transformer& model, const TranslatorOptions& options) : options_(options), model_(&model) {
+  CMHA_CHECK(!options_.spm_path.empty(), "a translator over a model in memory needs the SentencePiece model's path");
+  CMHA_CHECK(std::filesystem::is_regular_file(options_.spm_path),
+             "SentencePiece model '" + options_.spm_path + "' does not exist");
+  CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
+  load_vocabulary("the model in training");
+}
+
+void Translator::load_vocabulary(const std::string& model_name) {
+  const std::string& spm = options_.spm_path;
+  const nn::TransformerConfig& cfg = model_->config();
   sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   const auto status = sp_->Load(spm);
   CMHA_CHECK(status.ok(), "SentencePiece model '" + spm + "' cannot be loaded: " + status.ToString());
   const int64_t pieces = sp_->GetPieceSize();
   CMHA_CHECK(pieces <= cfg.tgt_vocab, "SentencePiece model '" + spm + "' has " + std::to_string(pieces) +
-                                          " pieces but checkpoint '" + checkpoint + "' has a vocabulary of " +
+                                          " pieces but " + model_name + " has a vocabulary of " +
                                           std::to_string(cfg.tgt_vocab) + ": they do not belong together");
   CMHA_CHECK(sp_->eos_id() >= 0, "SentencePiece model '" + spm + "' has no end-of-sentence piece (eos_id = -1)");
   SearchOptions& s = options_.search;
@@ -103,6 +118,66 @@ std::vector<Hypothesis> Translator::translate_ids(const std::vector<std::vector<
   std::vector<NBest> nbest = generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
   for (NBest& n : nbest) out.push_back(n.empty() ? Hypothesis{} : std::move(n.front()));
   return out;
+}
+
+std::vector<double> Translator::score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
+                                      std::vector<int64_t>* tokens) {
+  CMHA_CHECK(sources.size() == targets.size(), "score: " + std::to_string(sources.size()) + " sources but " +
+                                                   std::to_string(targets.size()) + " targets");
+  autograd::NoGradGuard no_grad;
+  const SearchOptions& so = options_.search;
+  const int64_t pad_id = so.pad >= 0 ? so.pad : so.eos;
+  std::vector<std::vector<int64_t>> src, tgt;  // tgt: pieces + EOS (the decoder's outputs)
+  for (size_t i = 0; i < sources.size(); ++i) {
+    src.push_back(encode(sources[i]));
+    tgt.push_back(encode(targets[i]));
+  }
+  std::vector<double> logprob(sources.size(), 0.0);
+  if (tokens) tokens->assign(sources.size(), 0);
+  // Longest first; a batch holds at most max_tokens of max(source, target) padded lengths.
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  auto len = [&](size_t i) { return static_cast<int64_t>(std::max(src[i].size(), tgt[i].size())); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return len(a) > len(b); });
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i + 1;
+    while (j < order.size() && static_cast<int64_t>(j - i + 1) * len(order[i]) <= options_.max_tokens) ++j;
+    const int64_t B = static_cast<int64_t>(j - i);
+    int64_t S = 1, T = 1;
+    for (size_t m = i; m < j; ++m) {
+      S = std::max<int64_t>(S, static_cast<int64_t>(src[order[m]].size()));
+      T = std::max<int64_t>(T, static_cast<int64_t>(tgt[order[m]].size()));
+    }
+    std::vector<int64_t> s_ids(static_cast<size_t>(B * S), pad_id), t_in(static_cast<size_t>(B * T), pad_id);
+    Tensor src_pad = Tensor::ones({B, S}, DType::b8);
+    bool* sp = src_pad.data<bool>();
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& sv = src[order[i + b]];
+      const auto& tv = tgt[order[i + b]];
+      for (size_t k = 0; k < sv.size(); ++k) {
+        s_ids[b * S + static_cast<int64_t>(k)] = sv[k];
+        sp[b * S + static_cast<int64_t>(k)] = false;
+      }
+      t_in[b * T] = so.bos;  // decoder input: BOS + the target without its EOS
+      for (size_t k = 0; k + 1 < tv.size(); ++k) t_in[b * T + static_cast<int64_t>(k) + 1] = tv[k];
+    }
+    // [B, T, V] log-probabilities of every next piece
+    Tensor lp = log_softmax(model_->forward(Tensor::from_vector_i64(s_ids, {B, S}), src_pad,
+                                            Tensor::from_vector_i64(t_in, {B, T})),
+                            -1)
+                    .contiguous();
+    const int64_t V = lp.size(2);
+    const float* p = lp.data<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      const size_t idx = order[i + b];
+      double sum = 0;
+      for (size_t k = 0; k < tgt[idx].size(); ++k) sum += p[(b * T + static_cast<int64_t>(k)) * V + tgt[idx][k]];
+      logprob[idx] = sum;
+      if (tokens) (*tokens)[idx] = static_cast<int64_t>(tgt[idx].size());
+    }
+    i = j;
+  }
+  return logprob;
 }
 
 std::vector<std::string> Translator::translate(const std::vector<std::string>& lines,

@@ -34,6 +34,9 @@ class Translator {
   // A missing file, a checkpoint that is not a transformer, or a
   // SentencePiece vocabulary larger than the model's is one cmha::Error.
   Translator(const std::string& checkpoint, const TranslatorOptions& options = {});
+  // Decodes with a model the caller owns and keeps alive (validation BLEU
+  // during training); options.spm_path must name the SentencePiece model.
+  Translator(nn::Transformer& model, const TranslatorOptions& options);
   ~Translator();
   Translator(const Translator&) = delete;
   Translator& operator=(const Translator&) = delete;
@@ -49,6 +52,12 @@ class Translator {
   // The best hypothesis of each source token sequence (ids with their EOS).
   std::vector<Hypothesis> translate_ids(const std::vector<std::vector<int64_t>>& sources);
 
+  // Teacher-forced log-probability (natural log) of each target given its
+  // source: Σ log p over the target's pieces and its EOS. `tokens` (when
+  // given) receives each target's length in pieces, EOS included.
+  std::vector<double> score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
+                            std::vector<int64_t>* tokens = nullptr);
+
   std::vector<int64_t> encode(const std::string& line) const;  // pieces + EOS
   std::string decode(const std::vector<int64_t>& ids) const;
 
@@ -57,8 +66,12 @@ class Translator {
   const std::string& spm_path() const { return options_.spm_path; }
 
  private:
+  // The SentencePiece model, the search's special ids and the source limit.
+  void load_vocabulary(const std::string& model_name);
+
   TranslatorOptions options_;
-  std::unique_ptr<nn::Transformer> model_;
+  std::unique_ptr<nn::Transformer> owned_model_;  // set when loaded from a checkpoint
+  nn::Transformer* model_ = nullptr;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   int64_t max_source_ = 0;  // 0: no limit (sinusoidal positions)
 };

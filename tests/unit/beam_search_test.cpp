@@ -18,6 +18,7 @@
 #include "eval/bleu.h"
 #include "train/translator.h"
 #include "support/check.h"
+#include "support/files.h"
 #include "train/checkpoint.h"
 #include "train/model_config.h"
 #include "train/recipe.h"
@@ -474,22 +475,11 @@ TEST(BeamSearch, RejectsAModelInTrainingMode) {
 namespace {
 
 using Result = test::CommandResult;
+using test::read_lines;
 using test::run_cmha;
+using test::write_file;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
-
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(f, line)) lines.push_back(line);
-  return lines;
-}
 
 // A tiny SentencePiece model (vocabulary ≤ 60; special ids as the training
 // side's: pad 0, unk 1, bos 2, eos 3) trained on synthetic sentences,

@@ -17,11 +17,13 @@
 
 #include "eval/bleu.h"
 #include "support/check.h"
+#include "support/files.h"
 #include "tensor/error.h"
 
 using namespace cmha;
 using namespace cmha::eval;
 namespace fs = std::filesystem;
+using test::write_file;
 
 namespace {
 
@@ -33,15 +35,6 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
 
 // Runs fn, expects a cmha::Error whose message holds every one of `parts`.
 void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
@@ -110,7 +103,7 @@ TEST(BleuGolden, RepositoryCopyMatchesShared) {
   const std::string shared = CMHA_SOURCE_DIR "/../shared/bleu-golden";
   if (!fs::exists(shared + "/case1.expected.json")) GTEST_SKIP() << "no " << shared << " in this checkout";
   for (const char* name : {"case1.hyp.de", "case1.ref.de", "case1.expected.json"})
-    EXPECT_EQ(slurp(kGoldenDir + "/" + name), slurp(shared + "/" + name)) << name;
+    EXPECT_EQ(test::read_file(kGoldenDir + "/" + name), test::read_file(shared + "/" + name)) << name;
 }
 
 // --- Tokenizers ---------------------------------------------------------------

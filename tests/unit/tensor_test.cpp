@@ -84,6 +84,16 @@ TEST(Tensor, LargeFreedBlocksAreReusedAndCanBeReleased) {
   { Tensor other = Tensor::empty({1 << 20}); }
   EXPECT_GT(cached_cpu_bytes(), 0u);
   release_cached_cpu_memory();
+  // Sizes of one class share blocks: 12.5 MiB and 13.9 MiB both take a 14 MiB block.
+  void* block;
+  {
+    Tensor a = Tensor::empty({(25 << 20) / 8});
+    block = a.raw_data();
+  }
+  EXPECT_EQ(cached_cpu_bytes(), size_t{14} << 20);
+  Tensor b = Tensor::empty({(139 << 20) / 40});
+  EXPECT_EQ(b.raw_data(), block);
+  release_cached_cpu_memory();
   EXPECT_EQ(cached_cpu_bytes(), 0u);
 #endif
 }

@@ -16,11 +16,18 @@
 #include "data/token_cache.h"
 #include "dist/communicator.h"
 #include "support/check.h"
+#include "support/files.h"
+#include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
+
+using test::toy_dir;
+using test::toy_recipe;
+using test::write_file;
+using test::write_toy_corpus;
 
 namespace {
 
@@ -34,59 +41,6 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-}
-
-// A toy language pair: German word forms mapped one to one from English ones
-// (20 stems × 4 endings each side), 2–9 words a line.
-void write_toy_corpus(const std::string& prefix, int lines, uint32_t seed) {
-  static const char* en[] = {"the", "a", "cat", "dog", "house", "red", "big", "small", "see", "have", "like",
-                             "green", "tree", "car", "man", "woman", "and", "with", "old", "new"};
-  static const char* de[] = {"der", "ein", "katze", "hund", "haus", "rot", "gross", "klein", "seh", "hab", "mag",
-                             "gruen", "baum", "auto", "mann", "frau", "und", "mit", "alt", "neu"};
-  static const char* en_end[] = {"", "s", "ed", "ing"};
-  static const char* de_end[] = {"", "en", "te", "end"};
-  uint32_t state = seed * 2654435761u + 1;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return state >> 8;
-  };
-  std::string s, t;
-  for (int i = 0; i < lines; ++i) {
-    const int n = 2 + static_cast<int>(next() % 8);
-    for (int k = 0; k < n; ++k) {
-      const int w = static_cast<int>(next() % 20), e = static_cast<int>(next() % 4);
-      s += (k ? " " : "") + std::string(en[w]) + en_end[e];
-      t += (k ? " " : "") + std::string(de[w]) + de_end[e];
-    }
-    s += '\n';
-    t += '\n';
-  }
-  write_file(prefix + ".en", s);
-  write_file(prefix + ".de", t);
-}
-
-std::string toy_dir(const std::string& tag) {
-  const std::string dir = test::temp_dir("mt_" + tag);
-  write_toy_corpus(dir + "/train", 400, 1);
-  write_toy_corpus(dir + "/valid", 40, 2);
-  return dir;
-}
-
-train::Recipe toy_recipe(const std::string& dir, const std::vector<std::string>& overrides = {}) {
-  return train::Recipe::parse(
-      "model: {kind: transformer, d_model: 32, ffn_dim: 64, encoder_layers: 1, decoder_layers: 1, vocab_size: 100,\n"
-      "        dropout: 0.0, attention: {heads: 2}}\n"
-      "optim: {name: adam, lr: 0.005, betas: [0.9, 0.98], eps: 1e-9}\n"
-      "lr: {schedule: inverse_sqrt, warmup: 10}\n"
-      "train: {task: translation, save_dir: " + dir + "/run, max_updates: 40, max_epochs: 0, log_every: 1000,\n"
-      "        label_smoothing: 0.1, seed: 3}\n"
-      "data: {train_prefix: " + dir + "/train, valid_prefix: " + dir + "/valid, max_tokens: 300, max_len: 40}\n",
-      "<toy recipe>", overrides);
-}
 
 // Synthetic lengths for the batcher tests.
 std::pair<std::vector<int32_t>, std::vector<int32_t>> random_lengths(int n) {
