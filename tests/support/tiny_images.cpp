@@ -25,7 +25,7 @@ std::string tiny_run(const std::string& data, const std::string& run_dir) {
   return "data.train_images=" + data + "/train-images-idx3-ubyte.gz data.train_labels=" + data +
          "/train-labels-idx1-ubyte.gz data.valid_images=" + data + "/t10k-images-idx3-ubyte.gz data.valid_labels=" +
          data + "/t10k-labels-idx1-ubyte.gz data.batch_size=16 model.d_model=16 model.depth=1 model.ffn_dim=32 "
-         "model.attention.heads=2 model.attention.key_dim=8 lr.warmup=2 train.log_every=1 train.save_dir=" + run_dir;
+         "model.attention.heads=2 model.attention.key_dim=8 lr.warmup=2 lr.warmup_epochs=0 train.log_every=1 train.save_dir=" + run_dir;
 }
 
 }  // namespace cmha::test
