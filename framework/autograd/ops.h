@@ -84,6 +84,14 @@ enum class Reduction { none, sum, mean };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float label_smoothing = 0.0f,
                      int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
 
+// ---- soft_cross_entropy.cpp ----
+// Cross-entropy against soft targets [..., C] (class probabilities, such as
+// mixup/CutMix labels) with label smoothing folded in as PyTorch does:
+// targets become (1-ε)·target + ε/C. Mean divides by the number of rows.
+// Differentiable in both the logits and the targets.
+Tensor soft_cross_entropy(const Tensor& logits, const Tensor& target, float label_smoothing = 0.0f,
+                          Reduction reduction = Reduction::mean);
+
 // ---- index.cpp ----
 // Where mask (b8, broadcastable to x) is true, the result holds `value`.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, float value);

@@ -16,11 +16,13 @@ int average_command(const Args& args);  // average.cpp
 int plot_command(const Args& args);     // plot.cpp
 int translate_command(const Args& args);  // translate.cpp
 int bleu_command(const Args& args);       // bleu.cpp
+int eval_command(const Args& args);       // eval.cpp
+int sweep_command(const Args& args);      // sweep.cpp
 int score_command(const Args& args);      // score.cpp
 int compress_command(const Args& args);   // compress.cpp
 int heads_command(const Args& args);      // heads.cpp
 
-// The recipe `cmha train` runs when given none (recipes/local/fashion_mnist_vit.yaml,
+// The recipe `cmha train` runs when given none (recipes/local/en_de_transformer_small.yaml,
 // compiled in).
 const char* default_recipe_text();
 const char* default_recipe_name();

@@ -22,28 +22,54 @@ extern "C" void on_signal(int sig) {
   std::signal(sig, SIG_DFL);  // a second Ctrl-C stops at once
 }
 
-const char* kUsage =
-    "usage: cmha <command> [options]\n"
-    "\n"
-    "Trains transformers with collaborative multi-head attention.\n"
-    "\n"
-    "commands:\n"
-    "  train   train a model from a YAML recipe (without one: the built-in Fashion-MNIST ViT)\n"
-    "  bench   time full training steps of a recipe's transformer (one JSON line)\n"
-    "  average average the weights of several checkpoints\n"
-    "  plot    draw the loss and metric curves of runs to a PNG\n"
-    "  translate translate text with a transformer checkpoint (beam search)\n"
-    "  score   log-probability of each reference translation under a checkpoint\n"
-    "  bleu    corpus BLEU of a hypothesis file against a reference, as sacreBLEU\n"
-    "  compress turn concat attention into collaborative attention by CP decomposition\n"
-    "  heads   energy of the principal components of each layer's query/key projections (PNG)\n"
-    "  info    show a checkpoint, or the build and the devices this machine offers\n"
-    "\n"
-    "options:\n"
-    "  -h, --help     show this help (or 'cmha <command> --help' for a command's)\n"
-    "  --version      print the version\n"
-    "\n"
-    "exit codes: 0 success, 2 usage or input error, 1 other failure, 130 interrupted\n";
+// Every subcommand once: its name, its entry point and its line in the usage.
+struct Command {
+  const char* name;
+  int (*run)(const Args&);
+  const char* summary;
+};
+const Command kCommands[] = {
+    {"train", train_command, "train a model from a YAML recipe (without one: the built-in local EN-DE translation)"},
+    {"eval", eval_command, "top-1/top-5 accuracy and loss of an image classifier checkpoint"},
+    {"translate", translate_command, "translate text with a transformer checkpoint (beam search)"},
+    {"score", score_command, "log-probability of each reference translation under a checkpoint"},
+    {"bleu", bleu_command, "corpus BLEU of a hypothesis file against a reference, as sacreBLEU"},
+    {"average", average_command, "average the weights of several checkpoints"},
+    {"compress", compress_command, "turn concat attention into collaborative attention by CP decomposition"},
+    {"heads", heads_command, "energy of the principal components of each layer's query/key projections (PNG)"},
+    {"sweep", sweep_command, "run a recipe once per point of a grid of keys and tabulate the results"},
+    {"info", info_command, "show a checkpoint, or the build and the devices this machine offers"},
+    {"bench", bench_command, "time full training steps of a recipe's transformer (one JSON line)"},
+    {"plot", plot_command, "draw the loss and metric curves of runs to a PNG"},
+};
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+std::string usage() {
+  std::string u =
+      "usage: cmha <command> [options]\n"
+      "\n"
+      "Trains transformers with collaborative multi-head attention.\n"
+      "\n"
+      "commands:\n";
+  for (const Command& c : kCommands) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-10s%s\n", c.name, c.summary);
+    u += line;
+  }
+  u +=
+      "\n"
+      "options:\n"
+      "  -h, --help     show this help (or 'cmha <command> --help' for a command's)\n"
+      "  --version      print the version\n"
+      "\n"
+      "exit codes: 0 success, 2 usage or input error, 1 other failure, 130 interrupted\n";
+  return u;
+}
 
 }  // namespace
 
@@ -79,38 +105,18 @@ int main(int argc, char** argv) {
     const std::string command = argc > 1 ? argv[1] : "";
     if (argc < 2 || command == "--help" || command == "-h" || command == "help") {
       if (command == "help" && argc > 2) {  // "cmha help train" = "cmha train --help"
-        const std::string topic = argv[2];
-        if (topic == "train") return train_command({"--help"});
-        if (topic == "info") return info_command({"--help"});
-        if (topic == "bench") return bench_command({"--help"});
-        if (topic == "average") return average_command({"--help"});
-        if (topic == "plot") return plot_command({"--help"});
-        if (topic == "translate") return translate_command({"--help"});
-        if (topic == "bleu") return bleu_command({"--help"});
-        if (topic == "score") return score_command({"--help"});
-        if (topic == "compress") return compress_command({"--help"});
-        if (topic == "heads") return heads_command({"--help"});
-        std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", topic.c_str());
+        if (const Command* c = find_command(argv[2])) return c->run({"--help"});
+        std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", argv[2]);
         return 2;
       }
-      std::fputs(kUsage, argc < 2 ? stderr : stdout);
+      std::fputs(usage().c_str(), argc < 2 ? stderr : stdout);
       return argc < 2 ? 2 : 0;
     }
     if (command == "--version") {
       std::printf("cmha %s\n", CMHA_VERSION);
       return 0;
     }
-    Args args(argv + 2, argv + argc);
-    if (command == "train") return train_command(args);
-    if (command == "info") return info_command(args);
-    if (command == "bench") return bench_command(args);
-    if (command == "average") return average_command(args);
-    if (command == "plot") return plot_command(args);
-    if (command == "translate") return translate_command(args);
-    if (command == "bleu") return bleu_command(args);
-    if (command == "score") return score_command(args);
-    if (command == "compress") return compress_command(args);
-    if (command == "heads") return heads_command(args);
+    if (const Command* c = find_command(command)) return c->run(Args(argv + 2, argv + argc));
     std::fprintf(stderr, "cmha: unknown command '%s' (try 'cmha --help')\n", command.c_str());
     return 2;
   } catch (const Interrupted&) {

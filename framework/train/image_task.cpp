@@ -1,130 +1,99 @@
 #include "train/image_task.h"
 
-#include <algorithm>
-#include <numeric>
+#include <filesystem>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "train/checkpoint.h"
+#include "train/image_pipeline.h"
 #include "train/model_config.h"
+#include "train/trainer.h"
 
 namespace cmha::train {
 
+namespace fs = std::filesystem;
+
+eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, data::ImageLoader& loader) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  eval::ClassificationMeter meter;
+  loader.start_epoch(0);
+  data::ImageBatch b;
+  while (loader.next(b)) meter.add(model.forward(b.images), b.labels);  // logits [B, classes]
+  return meter.scores();
+}
+
 ImageClassificationTask::ImageClassificationTask(const Recipe& r, Generator& init_gen, int rank, int world)
-    : rank_(rank), world_(world) {
-  const nn::VitConfig cfg = vit_config(r);
-  train_ = data::load_idx_split(r.string("data.train_images"), r.string("data.train_labels"));
-  valid_ = data::load_idx_split(r.string("data.valid_images"), r.string("data.valid_labels"));
-  for (const data::LabelledImages* split : {&train_, &valid_}) {
-    CMHA_CHECK(cfg.channels == 1 && split->images.size(1) == cfg.image_size && split->images.size(2) == cfg.image_size,
-               "data: IDX images are " + std::to_string(split->images.size(1)) + "×" +
-                   std::to_string(split->images.size(2)) + " grey, but the model expects model.image_size " +
-                   std::to_string(cfg.image_size) + " with model.channels " + std::to_string(cfg.channels));
-    const auto labels = split->labels.to_i64_vector();
-    const auto [lo, hi] = std::minmax_element(labels.begin(), labels.end());
-    CMHA_CHECK(labels.empty() || (*lo >= 0 && *hi < cfg.num_classes),
-               "data: label " + std::to_string(*hi >= cfg.num_classes ? *hi : *lo) + " is outside model.num_classes " +
-                   std::to_string(cfg.num_classes));
-  }
-  batch_size_ = r.integer("data.batch_size");
-  mean_ = static_cast<float>(r.real("data.mean"));
-  std_ = static_cast<float>(r.real("data.std"));
+    : world_(world) {
+  const ImageData d = make_image_data(r);
+  const auto seed = static_cast<uint64_t>(r.integer("train.seed"));
+  train_ = std::make_unique<data::ImageLoader>(d.train, image_loader_options(r, true), seed, rank, world);
+  valid_ = std::make_unique<data::ImageLoader>(d.valid, image_loader_options(r, false), seed, 0, 1);
   label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
-  seed_ = static_cast<uint64_t>(r.integer("train.seed"));
-  model_ = std::make_shared<nn::VisionTransformer>(cfg, init_gen);
-}
-
-void ImageClassificationTask::start_epoch(int64_t epoch) {
-  epoch_ = epoch;
-  position_ = 0;
-  // A permutation that depends only on (seed, epoch): sort indices by Philox keys.
-  const int64_t n = train_.labels.numel();
-  Generator gen(seed_ * 1000003ull + static_cast<uint64_t>(epoch));
-  Tensor keys = Tensor::empty({n});
-  uniform_(keys, gen);
-  const float* k = keys.data<float>();
-  std::vector<int64_t> all(n);
-  std::iota(all.begin(), all.end(), 0);
-  std::stable_sort(all.begin(), all.end(), [&](int64_t a, int64_t b) { return k[a] < k[b]; });
-  // Each rank takes every world-th sample; all ranks get the same count.
-  const int64_t per_rank = n / world_;
-  order_.clear();
-  for (int64_t i = 0; i < per_rank; ++i) order_.push_back(all[i * world_ + rank_]);
-}
-
-int64_t ImageClassificationTask::batches_per_epoch() const {
-  const int64_t per_rank = train_.labels.numel() / world_;
-  return (per_rank + batch_size_ - 1) / batch_size_;
-}
-
-Tensor ImageClassificationTask::batch_images(const Tensor& images, const std::vector<int64_t>& idx) const {
-  const int64_t H = images.size(1), W = images.size(2), B = static_cast<int64_t>(idx.size());
-  Tensor out = Tensor::empty({B, 1, H, W});
-  const float* src = images.data<float>();
-  float* dst = out.data<float>();
-  const float inv_std = 1.0f / std_;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < H * W; ++i) dst[b * H * W + i] = (src[idx[b] * H * W + i] - mean_) * inv_std;
-  return out;
+  model_ = std::make_shared<nn::VisionTransformer>(vit_config(r), init_gen);
 }
 
 BatchLoss ImageClassificationTask::next_batch_loss() {
-  const int64_t end = std::min<int64_t>(position_ + batch_size_, static_cast<int64_t>(order_.size()));
-  std::vector<int64_t> idx(order_.begin() + position_, order_.begin() + end);
-  position_ = end;
-  Tensor x = batch_images(train_.images, idx);  // [B, 1, H, W]
-  const int64_t* all_labels = train_.labels.data<int64_t>();
-  std::vector<int64_t> y(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) y[i] = all_labels[idx[i]];
-  Tensor labels = Tensor::from_vector_i64(y, {static_cast<int64_t>(y.size())});
+  data::ImageBatch b;
+  CMHA_CHECK(train_->next(b), "image task: the epoch has no batch left (the trainer asked past its end)");
   model_->train();
-  Tensor logits = model_->forward(x);  // [B, classes]
+  Tensor logits = model_->forward(b.images);  // [B, C, S, S] -> [B, classes]
   BatchLoss out;
-  out.loss_sum = cross_entropy(logits, labels, label_smoothing_, -100, Reduction::sum);
-  out.units = static_cast<int64_t>(idx.size());
+  // Mixed batches carry soft targets with the smoothing in them already.
+  out.loss_sum = b.targets.defined() ? soft_cross_entropy(logits, b.targets, 0.0f, Reduction::sum)
+                                     : cross_entropy(logits, b.labels, label_smoothing_, -100, Reduction::sum);
+  out.units = b.labels.numel();
+  // Accuracy against the original labels (of the dominant image when mixed).
   const auto pred = argmax(logits.detach(), 1).to_i64_vector();
+  const auto y = b.labels.to_i64_vector();
   for (size_t i = 0; i < y.size(); ++i) out.correct += pred[i] == y[i];
   return out;
 }
 
 std::map<std::string, double> ImageClassificationTask::validate() {
-  autograd::NoGradGuard no_grad;
-  model_->eval();
-  const int64_t n = valid_.labels.numel();
-  const int64_t* labels = valid_.labels.data<int64_t>();
-  double loss = 0, top1 = 0, top5 = 0;
-  for (int64_t start = 0; start < n; start += batch_size_) {
-    const int64_t end = std::min(n, start + batch_size_);
-    std::vector<int64_t> idx(end - start);
-    std::iota(idx.begin(), idx.end(), start);
-    Tensor logits = model_->forward(batch_images(valid_.images, idx));  // [B, classes]
-    Tensor y = Tensor::from_vector_i64(std::vector<int64_t>(labels + start, labels + end), {end - start});
-    loss += cross_entropy(logits, y, 0.0f, -100, Reduction::sum).item();
-    const int64_t C = logits.size(1);
-    const float* z = logits.data<float>();
-    for (int64_t b = 0; b < end - start; ++b) {
-      const float target = z[b * C + labels[start + b]];
-      int64_t better = 0;  // classes scoring above the true one
-      for (int64_t c = 0; c < C; ++c) better += z[b * C + c] > target;
-      top1 += better == 0;
-      top5 += better < 5;
-    }
-  }
+  const eval::ClassificationScores s = evaluate_classifier(*model_, *valid_);
   model_->train();
-  return {{"loss", loss / n}, {"accuracy", 100.0 * top1 / n}, {"top5", 100.0 * top5 / n}};
+  return {{"loss", s.loss}, {"accuracy", s.top1}, {"top5", s.top5}};
 }
 
 nlohmann::json ImageClassificationTask::data_state() const {
-  return {{"epoch", epoch_}, {"position", position_}, {"world", world_}};
+  nlohmann::json s = train_->state();
+  s["world"] = world_;
+  return s;
 }
 
-void ImageClassificationTask::restore_data_state(const nlohmann::json& s) {
-  start_epoch(s.at("epoch").get<int64_t>());
-  // Samples are dealt round-robin from one global order: `position` on each of the
-  // checkpoint's ranks is position·world samples consumed, re-dealt to this world.
+void ImageClassificationTask::restore_data_state(const nlohmann::json& state) {
+  nlohmann::json s = state;
+  // Every rank handed out `batch` batches: batch·world batches of the epoch's global
+  // order are used, which is batch·world/new_world batches on each of the new ranks.
   const int64_t saved_world = s.value("world", int64_t{1});
-  position_ = std::min<int64_t>(s.at("position").get<int64_t>() * saved_world / world_,
-                                static_cast<int64_t>(order_.size()));
+  if (saved_world != world_) s["batch"] = s.at("batch").get<int64_t>() * saved_world / world_;
+  s.erase("world");
+  train_->restore(s);
+}
+
+nlohmann::json ImageClassificationTask::final_evaluation(const std::string& run_dir) {
+  const std::string latest = latest_checkpoint(run_dir);
+  const std::string best = (fs::path(run_dir) / "checkpoint_best.safetensors").string();
+  const std::string chosen = fs::exists(best) ? best : latest;
+  CMHA_CHECK(!chosen.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint");
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model_->named_parameters()) params.emplace(name, p);
+  restore_weights(chosen, load_checkpoint(chosen).weights, params);
+  nlohmann::json out = evaluate_classifier(*model_, *valid_).to_json();
+  out["checkpoint"] = fs::path(chosen).filename().string();
+  if (!latest.empty()) {
+    const Checkpoint last = load_checkpoint(latest);
+    if (!last.ema.empty()) {
+      restore_weights(latest, last.ema, params);
+      const eval::ClassificationScores ema = evaluate_classifier(*model_, *valid_);
+      out["ema_top1"] = ema.top1;
+      out["ema_top5"] = ema.top5;
+      out["ema_loss"] = ema.loss;
+      out["ema_checkpoint"] = fs::path(latest).filename().string();
+    }
+  }
+  return out;
 }
 
 }  // namespace cmha::train

@@ -1,38 +1,47 @@
 #pragma once
-// Image classification with a vision transformer on IDX data (MNIST,
-// Fashion-MNIST): images normalised by data.mean/data.std, shuffled per
-// epoch by the counter-based generator, batches of data.batch_size.
-#include "data/idx.h"
+// Image classification with a vision transformer: the recipe's image data
+// (train/image_pipeline.h: IDX files or an ImageFolder tree, DeiT transforms,
+// mixup/CutMix) through the threaded loader. Mixed batches train against
+// their soft targets (label smoothing already folded in by the loader),
+// plain ones against their labels with train.label_smoothing.
+#include "data/image_loader.h"
+#include "eval/classification.h"
 #include "nn/vit.h"
 #include "train/recipe.h"
 #include "train/task.h"
 
 namespace cmha::train {
 
+// Top-1/top-5/loss of `model` (switched to eval mode) over one pass of `loader`.
+eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, data::ImageLoader& loader);
+
 class ImageClassificationTask : public Task {
  public:
   ImageClassificationTask(const Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
   nn::Module& model() override { return *model_; }
   const char* unit_name() const override { return "samples"; }
-  void start_epoch(int64_t epoch) override;
-  bool has_next_batch() const override { return position_ < static_cast<int64_t>(order_.size()); }
+  void start_epoch(int64_t epoch) override { train_->start_epoch(epoch); }
+  bool has_next_batch() const override { return train_->batch_index() < train_->batches_per_epoch(); }
   BatchLoss next_batch_loss() override;
-  int64_t batches_per_epoch() const override;
+  int64_t batches_per_epoch() const override { return train_->batches_per_epoch(); }
   std::map<std::string, double> validate() override;
+  // The loader's state plus the world size, so that a resume on another
+  // number of ranks continues at the same global position.
   nlohmann::json data_state() const override;
   void restore_data_state(const nlohmann::json& state) override;
+  // checkpoint_best (the latest checkpoint when there is none) on the
+  // validation split: {"top1", "top5", "loss", "samples", "checkpoint"}, plus
+  // "ema_top1", "ema_top5", "ema_loss", "ema_checkpoint" for the EMA weights
+  // of the latest checkpoint when the run kept them. Leaves those weights in
+  // the model.
+  nlohmann::json final_evaluation(const std::string& run_dir) override;
 
  private:
-  // images [N, rows, cols] -> normalised [B, 1, rows, cols] for the given sample indices
-  Tensor batch_images(const Tensor& images, const std::vector<int64_t>& idx) const;
   std::shared_ptr<nn::VisionTransformer> model_;
-  data::LabelledImages train_, valid_;
-  int64_t batch_size_;
-  float mean_, std_, label_smoothing_;
-  uint64_t seed_;
-  int rank_, world_;
-  int64_t epoch_ = -1, position_ = 0;
-  std::vector<int64_t> order_;  // this rank's sample order for the epoch
+  // Training is sharded by rank; every rank validates on the whole split.
+  std::unique_ptr<data::ImageLoader> train_, valid_;
+  float label_smoothing_;
+  int world_ = 1;
 };
 
 }  // namespace cmha::train

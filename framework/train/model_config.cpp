@@ -1,5 +1,7 @@
 #include "train/model_config.h"
 
+#include <cmath>
+
 namespace cmha::train {
 
 nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix) {
@@ -72,6 +74,28 @@ optim::AdamOptions adam_options(const Recipe& r) {
   o.weight_decay = r.real("optim.weight_decay");
   o.decoupled_weight_decay = r.string("optim.name") == "adamw";
   return o;
+}
+
+double peak_lr(const Recipe& r, int world) {
+  const int64_t reference = r.integer("optim.lr_scale_batch");
+  if (reference == 0) return r.real("optim.lr");
+  // Only a task with a fixed number of samples per batch has a batch to scale by.
+  CMHA_CHECK(r.string("train.task") == "image_classification",
+             "optim.lr_scale_batch needs a batch counted in samples (data.batch_size), but train.task is '" +
+                 r.string("train.task") + "'; set optim.lr directly");
+  const int64_t global = r.integer("data.batch_size") * r.integer("train.update_freq") * world;
+  return r.real("optim.lr") * static_cast<double>(global) / static_cast<double>(reference);
+}
+
+int64_t warmup_length(const Recipe& r, int64_t updates_per_epoch) {
+  const double epochs = r.real("lr.warmup_epochs");
+  if (epochs <= 0) return r.integer("lr.warmup");
+  if (r.boolean("lr.per_epoch")) {
+    CMHA_CHECK(epochs == std::floor(epochs), "lr.warmup_epochs must be whole epochs with lr.per_epoch, got " +
+                                                 std::to_string(epochs));
+    return static_cast<int64_t>(epochs);
+  }
+  return static_cast<int64_t>(std::llround(epochs * static_cast<double>(updates_per_epoch)));
 }
 
 }  // namespace cmha::train

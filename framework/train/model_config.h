@@ -14,5 +14,11 @@ nn::TransformerConfig transformer_config(const Recipe& r);
 nn::VitConfig vit_config(const Recipe& r);
 // optim.lr, optim.betas, optim.eps, optim.weight_decay; AdamW when optim.name is adamw.
 optim::AdamOptions adam_options(const Recipe& r);
+// The peak learning rate: optim.lr, times global batch / optim.lr_scale_batch
+// when that is set (global batch = data.batch_size × train.update_freq × world).
+double peak_lr(const Recipe& r, int world);
+// The warmup length the schedule counts in: lr.warmup_epochs in epochs when
+// lr.per_epoch, else in updates (rounded); lr.warmup when lr.warmup_epochs is 0.
+int64_t warmup_length(const Recipe& r, int64_t updates_per_epoch);
 
 }  // namespace cmha::train

@@ -80,9 +80,11 @@ std::vector<OptionSpec> build() {
   add("optim.momentum", T::real, "0.9", "SGD momentum", 0, 1);
   add("optim.nesterov", T::boolean, "false", "SGD with Nesterov momentum");
   add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
+  add("optim.lr_scale_batch", T::integer, "0", "Scale optim.lr by the global batch (data.batch_size × train.update_freq × processes) over this, as DeiT's lr × batch/512; 0 = no scaling (image tasks only)", 0);
   add("lr.schedule", T::string, "inverse_sqrt", "Learning-rate schedule (peak optim.lr)", -1e300, 1e300,
       {"constant", "inverse_sqrt", "noam", "cosine"});
   add("lr.warmup", T::integer, "4000", "Linear warmup length, in updates (epochs when lr.per_epoch)", 0);
+  add("lr.warmup_epochs", T::real, "0.0", "Warmup length in epochs, converted to updates unless lr.per_epoch; replaces lr.warmup when > 0", 0);
   add("lr.warmup_init_lr", T::real, "1e-7", "Learning rate at the start of the warmup", 0);
   add("lr.min_lr", T::real, "0.0", "Cosine: the final learning rate", 0);
   add("lr.total", T::integer, "0", "Cosine: length in updates (epochs when lr.per_epoch); 0 = the whole run", 0);

@@ -50,11 +50,11 @@ std::string architecture_of(const std::string& recipe_yaml) {
 }
 
 // The recipe's lr.* keys as a schedule; the cosine's length defaults to the whole run.
-std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch) {
+std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch, int world) {
   optim::ScheduleOptions o;
   o.kind = optim::parse_schedule_kind(r.string("lr.schedule"));
-  o.lr = r.real("optim.lr");
-  o.warmup = r.integer("lr.warmup");
+  o.lr = peak_lr(r, world);
+  o.warmup = warmup_length(r, updates_per_epoch);
   o.warmup_init_lr = r.real("lr.warmup_init_lr");
   o.factor = r.real("lr.noam_factor");
   o.d_model = r.integer("model.d_model");
@@ -140,7 +140,7 @@ struct Trainer::Impl {
       for (auto& [n, p] : params) ps.push_back(p);
       ema = std::make_unique<optim::ExponentialMovingAverage>(ps, r.real("train.ema_decay"));
     }
-    schedule = make_schedule(r, task.batches_per_epoch() / update_freq);
+    schedule = make_schedule(r, task.batches_per_epoch() / update_freq, comm.size());
     dropout_gen = std::make_shared<Generator>(static_cast<uint64_t>(r.integer("train.seed")) * 7919 + 17 + comm.rank());
     task.model().set_generator(dropout_gen);
     BucketOptions bo;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # usage: expect_cli_train.sh CMHA DIR MPIRUN...
-# `mpirun -np 2 cmha train` on the built-in recipe shrunk to a few updates:
+# `mpirun -np 2 cmha train` on the Fashion-MNIST ViT recipe shrunk to a few updates:
 # it must succeed with rank 0 alone writing, and its checkpoint must resume
 # on one process.
 set -u
@@ -14,8 +14,9 @@ fail() {
 rm -rf "$dir"
 tiny="train.save_dir=$dir train.max_updates=3 train.max_epochs=0 train.log_every=1 model.depth=1 model.d_model=16
       model.ffn_dim=16 model.attention.heads=2 model.attention.key_dim=8 data.batch_size=8 lr.warmup=1"
+recipe="$(cd "$(dirname "$0")/../.." && pwd)/recipes/local/fashion_mnist_vit.yaml"
 # shellcheck disable=SC2086
-out=$(timeout 100 "$@" "$cmha" train $tiny 2>&1)
+out=$(timeout 100 "$@" "$cmha" train "$recipe" $tiny 2>&1)
 rc=$?
 echo "$out"
 [ "$rc" -eq 0 ] || fail "mpirun cmha train exited $rc"
@@ -24,7 +25,7 @@ echo "$out" | grep -q "data parallel: 2 ranks (mpi)" || fail "the run did not sa
 [ -f "$dir/checkpoint_3.safetensors" ] || fail "no checkpoint_3 in $dir"
 [ "$(grep -c '"split":"train"' "$dir/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl should have 3 train rows (rank 0 only)"
 # shellcheck disable=SC2086
-out=$(timeout 60 "$cmha" train $tiny train.max_updates=4 --resume 2>&1)
+out=$(timeout 60 "$cmha" train "$recipe" $tiny train.max_updates=4 --resume 2>&1)
 rc=$?
 echo "$out"
 [ "$rc" -eq 0 ] || fail "resuming on one process exited $rc"

@@ -12,6 +12,7 @@
 
 #include "data/idx.h"
 #include "support/check.h"
+#include "support/tiny_images.h"
 #include "tensor/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -25,24 +26,10 @@ namespace {
 
 using Result = test::CommandResult;
 using test::run_cmha;
+using test::tiny_run;
+using test::write_tiny_fashion_mnist;
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// A Fashion-MNIST look-alike: class c images are bright in band c, so even
-// one epoch of a few steps learns something.
-void write_tiny_fashion_mnist(const std::string& dir, int64_t train, int64_t test) {
-  for (auto [split, n] : {std::pair<std::string, int64_t>{"train", train}, {"t10k", test}}) {
-    std::vector<uint8_t> pixels(static_cast<size_t>(n * 28 * 28)), labels(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      labels[i] = static_cast<uint8_t>(i % 10);
-      for (int64_t r = 0; r < 28; ++r)
-        for (int64_t c = 0; c < 28; ++c)
-          pixels[(i * 28 + r) * 28 + c] = static_cast<uint8_t>(r / 3 == labels[i] ? 200 + (i + c) % 50 : (i * c) % 40);
-    }
-    data::write_idx_u8(dir + "/" + split + "-images-idx3-ubyte.gz", {n, 28, 28}, pixels, true);
-    data::write_idx_u8(dir + "/" + split + "-labels-idx1-ubyte.gz", {n}, labels, true);
-  }
-}
 
 }  // namespace
 
@@ -88,14 +75,6 @@ TEST(Cli, InfoDevicesShowsThreadsOneDnnAndCuda) {
   EXPECT_TRUE(has(r.output, "cuda: ")) << r.output;
 }
 
-// A tiny model and data set: fast enough for a unit test, real all the same.
-std::string tiny_run(const std::string& data, const std::string& run_dir) {
-  return "data.train_images=" + data + "/train-images-idx3-ubyte.gz data.train_labels=" + data +
-         "/train-labels-idx1-ubyte.gz data.valid_images=" + data + "/t10k-images-idx3-ubyte.gz data.valid_labels=" +
-         data + "/t10k-labels-idx1-ubyte.gz data.batch_size=16 model.d_model=16 model.depth=1 model.ffn_dim=32 "
-         "model.attention.heads=2 model.attention.key_dim=8 lr.warmup=2 train.log_every=1 train.save_dir=" + run_dir;
-}
-
 TEST(Cli, TrainWithAMissingRecipeFileExitsTwoNamingIt) {
   Result r = run_cmha("train /nonexistent/recipe.yaml");
   EXPECT_EQ(r.code, 2) << r.output;
@@ -117,7 +96,8 @@ TEST(Cli, DumpConfigPrintsTheResolvedDefaultRecipe) {
 }
 
 TEST(Cli, TrainWithoutDataIsOneSentenceNamingThePath) {
-  Result r = run_cmha("train data.train_images=/nonexistent/fashion/train-images-idx3-ubyte.gz");
+  Result r = run_cmha("train " + std::string(CMHA_SOURCE_DIR) +
+                      "/recipes/local/fashion_mnist_vit.yaml data.train_images=/nonexistent/fashion/train-images-idx3-ubyte.gz");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "/nonexistent/fashion/train-images-idx3-ubyte.gz")) << r.output;
   // One sentence on one line, and nothing else.

@@ -1,0 +1,136 @@
+// cmha eval CHECKPOINT [--data DIR] [--ema] [--json] [--batch-size N] [--threads T] [data.key=value ...]
+// Scores an image classifier checkpoint: top-1, top-5 and loss on the
+// validation split its recipe names (or an ImageFolder DIR, or the data.*
+// overrides given), through the recipe's evaluation transform.
+#include <omp.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cli/commands.h"
+#include "data/image_dataset.h"
+#include "data/image_loader.h"
+#include "tensor/error.h"
+#include "train/checkpoint.h"
+#include "train/image_pipeline.h"
+#include "train/image_task.h"
+#include "train/model_config.h"
+
+namespace cmha::cli {
+namespace {
+
+const char* kEvalUsage =
+    "usage: cmha eval CHECKPOINT [--data DIR] [--ema] [--json] [--batch-size N] [--threads T]\n"
+    "                 [data.key=value ...]\n"
+    "\n"
+    "Scores an image classification checkpoint on the validation split of its\n"
+    "recipe (IDX data.valid_images/valid_labels, or <data.root>/<data.valid_dir>\n"
+    "for an ImageFolder; data.* overrides change them), through the recipe's\n"
+    "evaluation transform (ImageNet: resize 256 bicubic, centre crop 224,\n"
+    "normalise): one line with top-1 and top-5 accuracy (%) and the mean\n"
+    "cross-entropy.\n"
+    "\n"
+    "options:\n"
+    "  --data DIR      score an ImageFolder DIR/<class>/<image> instead; it must have\n"
+    "                  the model's model.num_classes class folders, named as in training\n"
+    "  --ema           score the exponential moving average of the weights\n"
+    "  --json          print one JSON object instead of the line\n"
+    "  --batch-size N  images per forward pass (default: the recipe's data.batch_size)\n"
+    "  --threads T     CPU threads (default: the recipe's train.threads)\n"
+    "  -h, --help      show this help\n";
+
+}  // namespace
+
+int eval_command(const Args& args) {
+  std::string path;
+  std::vector<std::string> overrides;
+  std::string folder;
+  bool ema = false, json = false;
+  long long batch_size = 0, threads = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kEvalUsage, stdout);
+      return 0;
+    } else if (a == "--data") {
+      folder = option_value(args, i, "eval");
+    } else if (a == "--ema") {
+      ema = true;
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--batch-size") {
+      batch_size = parse_int(option_value(args, i, "eval"), a, 1, 1 << 20);
+    } else if (a == "--threads") {
+      threads = parse_int(option_value(args, i, "eval"), a, 1, 4096);
+    } else if (!a.empty() && a[0] == '-') {
+      throw Error("unknown option '" + a + "' for 'cmha eval' (try 'cmha eval --help')");
+    } else if (a.find('=') != std::string::npos) {
+      // The architecture comes from the checkpoint; only where the data lives may change.
+      CMHA_CHECK(a.rfind("data.", 0) == 0, "cmha eval takes only data.* overrides (the model is the checkpoint's), got '" + a + "'");
+      overrides.push_back(a);
+    } else if (path.empty()) {
+      path = a;
+    } else {
+      throw Error("cmha eval takes one checkpoint, got '" + path + "' and '" + a + "'");
+    }
+  }
+  CMHA_CHECK(!path.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
+  CMHA_CHECK(std::filesystem::is_regular_file(path), "checkpoint '" + path + "' does not exist");
+  const train::Checkpoint ckpt = train::load_checkpoint(path);
+  const train::Recipe recipe = train::Recipe::parse(ckpt.recipe, path + " (recipe)", overrides);
+  const std::string task = recipe.string("train.task");
+  CMHA_CHECK(task != "translation", "checkpoint '" + path +
+                                        "' is a translation model; score it with 'cmha translate' and 'cmha bleu'");
+  CMHA_CHECK(task == "image_classification" && recipe.string("model.kind") == "vit",
+             "checkpoint '" + path + "' is a " + recipe.string("model.kind") + " for " + task +
+                 ", not an image classifier (model.kind vit)");
+  CMHA_CHECK(!ema || !ckpt.ema.empty(),
+             "checkpoint '" + path + "' holds no EMA weights (the run had train.ema_decay 0); drop --ema");
+  const long long t = threads > 0 ? threads : recipe.integer("train.threads");
+  if (t > 0) omp_set_num_threads(static_cast<int>(t));
+
+  const nn::VitConfig cfg = train::vit_config(recipe);
+  Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
+  nn::VisionTransformer model(cfg, init_gen);
+  std::map<std::string, Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
+  train::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
+
+  std::shared_ptr<const data::ImageDataset> dataset;
+  std::string data_name;
+  if (folder.empty()) {
+    dataset = train::make_image_data(recipe).valid;
+    data_name = recipe.string("data.format") == "idx"
+                    ? recipe.string("data.valid_images")
+                    : (std::filesystem::path(recipe.string("data.root")) / recipe.string("data.valid_dir")).string();
+  } else {
+    CMHA_CHECK(std::filesystem::is_directory(folder), "--data '" + folder + "' is not a directory");
+    auto images = std::make_shared<data::ImageFolderDataset>(
+        folder, cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey, cfg.num_classes);
+    // Labels are class-folder indices: fewer folders than the model's classes would shift them.
+    CMHA_CHECK(images->num_classes() == cfg.num_classes,
+               "--data '" + folder + "' has " + std::to_string(images->num_classes()) +
+                   " class folders but the model of '" + path + "' has model.num_classes " +
+                   std::to_string(cfg.num_classes));
+    dataset = std::move(images);
+    data_name = folder;
+  }
+  data::ImageLoaderOptions options = train::image_loader_options(recipe, false);
+  if (batch_size > 0) options.batch_size = batch_size;
+  data::ImageLoader loader(dataset, options, static_cast<uint64_t>(recipe.integer("train.seed")));
+  const eval::ClassificationScores s = train::evaluate_classifier(model, loader);
+  if (json) {
+    nlohmann::json j = s.to_json();
+    j["checkpoint"] = path;
+    j["weights"] = ema ? "ema" : "model";
+    j["data"] = data_name;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("eval | %s%s | %lld samples | top1 %.2f | top5 %.2f | loss %.4f\n", path.c_str(), ema ? " (EMA)" : "",
+                static_cast<long long>(s.samples), s.top1, s.top5, s.loss);
+  }
+  return 0;
+}
+
+}  // namespace cmha::cli

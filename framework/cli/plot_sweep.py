@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""Draws a sweep's metric against one grid key (`cmha sweep`'s sweep.png).
+
+Reads DIR/sweep.csv (name, the grid keys, the result columns) and draws one
+line per combination of the other grid keys, e.g. top-1 against key_dim with
+one line per attention type. A power-of-two x axis is drawn in log2 scale.
+Needs Debian's python3-matplotlib.
+"""
+import argparse
+import csv
+import math
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="plot_sweep.py", description=__doc__.splitlines()[0])
+    ap.add_argument("csv", help="sweep.csv written by cmha sweep")
+    ap.add_argument("--keys", required=True, help="the grid keys, comma-separated")
+    ap.add_argument("--x", required=True, help="the grid key on the x axis")
+    ap.add_argument("--metric", required=True, help="the result column on the y axis")
+    ap.add_argument("-o", "--output", default="sweep.png", help="PNG to write")
+    args = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_sweep.py: needs matplotlib (apt-get install python3-matplotlib)")
+    with open(args.csv, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    keys = args.keys.split(",")
+    others = [k for k in keys if k != args.x]
+    lines = {}
+    for r in rows:
+        if r.get(args.metric, "") == "":
+            continue
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={r[k]}" for k in others) or args.metric
+        lines.setdefault(label, []).append((float(r[args.x]), float(r[args.metric])))
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    xs = sorted({x for pts in lines.values() for x, _ in pts})
+    for label, pts in lines.items():
+        ax.plot(*zip(*sorted(pts)), "o-", label=label)
+    if xs and all(x > 0 and math.log2(x).is_integer() for x in xs) and len(xs) > 2:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x:g}" for x in xs])
+    ax.set(xlabel=args.x, ylabel=args.metric, title=f"{args.metric} against {args.x.rsplit('.', 1)[-1]}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

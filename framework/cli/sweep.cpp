@@ -1,0 +1,196 @@
+// cmha sweep RECIPE --grid KEY=V1,V2 [--grid ...] --metric NAME -o DIR [--x KEY] [--threads T] [key.path=value ...]
+// Trains the recipe once per grid point, each run in DIR/<point name>/ as a
+// separate `cmha train --resume` process, then tabulates the runs'
+// results.json (DIR/sweep.csv, DIR/sweep.md) and plots the metric against
+// one numeric axis (DIR/sweep.png, through plot_sweep.py and matplotlib).
+// Runs that already have results.json are skipped, so a sweep resumes.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "tensor/error.h"
+#include "train/recipe.h"
+#include "train/run_results.h"
+#include "train/sweep.h"
+
+#ifndef CMHA_PLOT_SCRIPT
+#define CMHA_PLOT_SCRIPT "plot_runs.py"
+#endif
+
+namespace cmha::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kSweepUsage =
+    "usage: cmha sweep RECIPE --grid KEY=V1,V2,... [--grid ...] --metric NAME -o DIR\n"
+    "                  [--x KEY] [--threads T] [key.path=value ...]\n"
+    "\n"
+    "Trains RECIPE once per combination of the grid values, each run in\n"
+    "DIR/<name>/ (train.save_dir), e.g. DIR/type-concat_key_dim-64. Each run's\n"
+    "final evaluation (results.json) is gathered into DIR/sweep.csv and\n"
+    "DIR/sweep.md, and NAME is plotted against the x axis in DIR/sweep.png, one\n"
+    "line per combination of the other axes. Runs that already have results.json\n"
+    "are skipped, and an unfinished run resumes from its latest checkpoint, so\n"
+    "running the same command again continues an interrupted sweep.\n"
+    "\n"
+    "options:\n"
+    "  --grid KEY=V1,V2,...  a recipe key and its values (repeatable)\n"
+    "  --metric NAME         the results.json key to compare (top1, bleu, ...)\n"
+    "  -o, --output DIR      the sweep directory\n"
+    "  --x KEY               the grid key on the plot's x axis (default: the last numeric one)\n"
+    "  --threads T           CPU threads of each run\n"
+    "  key.path=value        overrides applied to every run\n"
+    "  -h, --help            show this help\n";
+
+// The path of the running cmha, to start the runs with the same build.
+std::string self_path() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  CMHA_CHECK(!ec, "cmha sweep cannot find its own executable (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+// Runs argv[0] with argv and waits; the exit code, or 128 + signal.
+int run_process(const std::vector<std::string>& argv_s) {
+  std::vector<char*> argv;
+  for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  CMHA_CHECK(pid >= 0, std::string("cmha sweep cannot start a process: ") + std::strerror(errno));
+  if (pid == 0) {
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    CMHA_CHECK(errno == EINTR, std::string("cmha sweep lost its run process: ") + std::strerror(errno));
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  CMHA_CHECK(out.good(), "cannot write '" + path.string() + "'");
+}
+
+}  // namespace
+
+int sweep_command(const Args& args) {
+  std::string recipe_path, metric, out_dir, x_key;
+  std::vector<std::string> overrides;
+  std::vector<train::GridAxis> axes;
+  long long threads = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kSweepUsage, stdout);
+      return 0;
+    } else if (a == "--grid") {
+      axes.push_back(train::parse_grid_axis(option_value(args, i, "sweep")));
+    } else if (a == "--metric") {
+      metric = option_value(args, i, "sweep");
+    } else if (a == "-o" || a == "--output") {
+      out_dir = option_value(args, i, "sweep");
+    } else if (a == "--x") {
+      x_key = option_value(args, i, "sweep");
+    } else if (a == "--threads") {
+      threads = parse_int(option_value(args, i, "sweep"), a, 1, 4096);
+    } else if (!a.empty() && a[0] == '-') {
+      throw Error("unknown option '" + a + "' for 'cmha sweep' (try 'cmha sweep --help')");
+    } else if (a.find('=') != std::string::npos) {
+      CMHA_CHECK(a.rfind("train.save_dir=", 0) != 0,
+                 "cmha sweep sets train.save_dir of each run itself (DIR/<name>); drop '" + a + "'");
+      overrides.push_back(a);
+    } else if (recipe_path.empty()) {
+      recipe_path = a;
+    } else {
+      throw Error("cmha sweep takes one recipe, got '" + recipe_path + "' and '" + a + "'");
+    }
+  }
+  CMHA_CHECK(!recipe_path.empty(), "cmha sweep needs a recipe (try 'cmha sweep --help')");
+  CMHA_CHECK(!axes.empty(), "cmha sweep needs at least one --grid KEY=V1,V2,...");
+  CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
+  CMHA_CHECK(!out_dir.empty(), "cmha sweep needs -o DIR for the runs and the tables");
+  const std::vector<train::GridPoint> points = train::expand_grid(axes);
+
+  // The x axis: given, or the last axis whose values are all numbers.
+  for (auto it = axes.rbegin(); x_key.empty() && it != axes.rend(); ++it) {
+    bool numeric = true;
+    for (const auto& v : it->values) numeric = numeric && is_number(v);
+    if (numeric) x_key = it->key;
+  }
+  bool x_known = x_key.empty();
+  for (const auto& a : axes) x_known = x_known || a.key == x_key;
+  CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys");
+
+  // Every point's recipe is checked before the first run starts, so a bad value fails in seconds, not hours.
+  for (const auto& p : points) {
+    std::vector<std::string> all = overrides;
+    all.insert(all.end(), p.overrides.begin(), p.overrides.end());
+    train::Recipe::load(recipe_path, all);
+  }
+  fs::create_directories(out_dir);
+  const std::string self = self_path();
+  for (size_t k = 0; k < points.size(); ++k) {
+    const auto& p = points[k];
+    const std::string run_dir = (fs::path(out_dir) / p.name).string();
+    if (fs::exists(train::run_results_path(run_dir))) {
+      std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s has results.json, skipped\n", k + 1, points.size(), p.name.c_str());
+      continue;
+    }
+    std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s\n", k + 1, points.size(), p.name.c_str());
+    std::vector<std::string> argv{self, "train", recipe_path, "--resume"};
+    if (threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
+    argv.insert(argv.end(), overrides.begin(), overrides.end());
+    argv.insert(argv.end(), p.overrides.begin(), p.overrides.end());
+    argv.push_back("train.save_dir=" + run_dir);
+    const int code = run_process(argv);
+    if (code == 130 || interrupted()) throw Interrupted{};
+    CMHA_CHECK(code == 0, "sweep run '" + p.name + "' failed (exit " + std::to_string(code) +
+                              ", its messages are above); run the same cmha sweep again to retry it and continue");
+  }
+
+  std::vector<train::SweepRow> rows;
+  for (const auto& p : points)
+    rows.push_back({p, train::read_run_results((fs::path(out_dir) / p.name).string())});
+  const fs::path csv = fs::path(out_dir) / "sweep.csv", md = fs::path(out_dir) / "sweep.md";
+  write_file(csv, train::sweep_csv(axes, rows, metric));
+  const std::string table = train::sweep_markdown(axes, rows, metric);
+  write_file(md, table);
+  std::fputs(table.c_str(), stdout);
+  std::fprintf(stderr, "cmha sweep: wrote %s and %s\n", csv.c_str(), md.c_str());
+
+  if (x_key.empty()) {
+    std::fprintf(stderr, "cmha sweep: no grid key has only numeric values, so no plot (choose one with --x)\n");
+    return 0;
+  }
+  // Debian's interpreter first: python3-matplotlib installs there.
+  const std::string python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  // plot_sweep.py sits beside plot_runs.py, whose path the build defines.
+  const std::string script = (fs::path(CMHA_PLOT_SCRIPT).parent_path() / "plot_sweep.py").string();
+  std::string keys;
+  for (const auto& a : axes) keys += (keys.empty() ? "" : ",") + a.key;
+  const fs::path png = fs::path(out_dir) / "sweep.png";
+  const int code = run_process({python, script, csv.string(), "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()});
+  // The tables are written: a missing matplotlib costs only the picture.
+  if (code != 0)
+    std::fprintf(stderr, "cmha sweep: %s not drawn (plot_sweep.py exit %d; needs python3-matplotlib)\n", png.c_str(), code);
+  return 0;
+}
+
+}  // namespace cmha::cli

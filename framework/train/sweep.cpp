@@ -1,0 +1,131 @@
+#include "train/sweep.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "tensor/error.h"
+#include "train/options.h"
+
+namespace cmha::train {
+
+namespace {
+
+std::string leaf(const std::string& key) { return key.substr(key.rfind('.') + 1); }
+
+// A value as a directory-name part: path separators and spaces become '_'.
+std::string name_safe(std::string v) {
+  for (char& c : v)
+    if (c == '/' || c == ' ' || c == '\\') c = '_';
+  return v;
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Whole numbers as integers; otherwise two decimals from 10 up, four below.
+std::string table_number(double v) {
+  char buf[64];
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, std::fabs(v) >= 10 ? "%.2f" : "%.4f", v);
+  return buf;
+}
+
+}  // namespace
+
+GridAxis parse_grid_axis(const std::string& text) {
+  const size_t eq = text.find('=');
+  CMHA_CHECK(eq != std::string::npos && eq > 0, "--grid needs KEY=V1,V2,..., got '" + text + "'");
+  GridAxis axis;
+  axis.key = text.substr(0, eq);
+  CMHA_CHECK(find_option(axis.key), "--grid key '" + axis.key + "' is not a recipe key (did you mean '" +
+                                        nearest_option(axis.key) + "'?)");
+  const std::string list = text.substr(eq + 1);
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string v = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    CMHA_CHECK(!v.empty(), "--grid " + axis.key + " has an empty value in '" + list + "'");
+    axis.values.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return axis;
+}
+
+std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes) {
+  std::map<std::string, int> leaves;
+  std::set<std::string> keys;
+  for (const auto& a : axes) {
+    CMHA_CHECK(keys.insert(a.key).second, "--grid " + a.key + " is given twice; list all its values in one --grid");
+    ++leaves[leaf(a.key)];
+  }
+  std::vector<GridPoint> points(1);
+  for (const auto& a : axes) {
+    const std::string label = leaves[leaf(a.key)] > 1 ? a.key : leaf(a.key);
+    std::vector<GridPoint> next;
+    for (const auto& p : points)
+      for (const auto& v : a.values) {
+        GridPoint q = p;
+        q.name += (q.name.empty() ? "" : "_") + label + "-" + name_safe(v);
+        q.overrides.push_back(a.key + "=" + v);
+        q.values.push_back(v);
+        next.push_back(std::move(q));
+      }
+    points = std::move(next);
+  }
+  return axes.empty() ? std::vector<GridPoint>{} : points;
+}
+
+std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const std::string& metric) {
+  std::set<std::string> others;
+  for (const auto& r : rows) {
+    CMHA_CHECK(r.results.contains(metric) && r.results[metric].is_number(),
+               "run '" + r.point.name + "' has no numeric '" + metric + "' in its results.json (it has: " +
+                   r.results.dump() + ")");
+    for (auto it = r.results.begin(); it != r.results.end(); ++it)
+      if (it.value().is_number() && it.key() != metric) others.insert(it.key());
+  }
+  std::vector<std::string> cols{metric};
+  cols.insert(cols.end(), others.begin(), others.end());
+  return cols;
+}
+
+std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows, const std::string& metric) {
+  const auto cols = result_columns(rows, metric);
+  std::string out = "name";
+  for (const auto& a : axes) out += "," + csv_cell(a.key);
+  for (const auto& c : cols) out += "," + csv_cell(c);
+  out += "\n";
+  for (const auto& r : rows) {
+    out += csv_cell(r.point.name);
+    for (const auto& v : r.point.values) out += "," + csv_cell(v);
+    for (const auto& c : cols) out += "," + (r.results.contains(c) && r.results[c].is_number() ? r.results[c].dump() : "");
+    out += "\n";
+  }
+  return out;
+}
+
+std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
+                           const std::string& metric) {
+  const auto cols = result_columns(rows, metric);
+  std::string head = "|", rule = "|";
+  for (const auto& a : axes) head += " " + a.key + " |", rule += "---|";
+  for (const auto& c : cols) head += " " + c + " |", rule += "---:|";
+  std::string out = head + "\n" + rule + "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (const auto& v : r.point.values) out += " " + v + " |";
+    for (const auto& c : cols)
+      out += " " + (r.results.contains(c) && r.results[c].is_number() ? table_number(r.results[c].get<double>()) : "") + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace cmha::train

@@ -1,0 +1,45 @@
+#pragma once
+// `cmha sweep`: a grid of recipe keys expanded into runs, and the runs'
+// results.json files (train/run_results.h) gathered into a CSV and a
+// markdown table. Generic: the keys and the metric are whatever the recipe
+// and the task's final evaluation have.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cmha::train {
+
+struct GridAxis {
+  std::string key;                  // a registered recipe key, "model.attention.key_dim"
+  std::vector<std::string> values;  // as written on the command line
+};
+
+// "KEY=V1,V2,...": the key must be registered (an unknown one names the
+// nearest), the values non-empty.
+GridAxis parse_grid_axis(const std::string& text);
+
+struct GridPoint {
+  std::string name;                    // run directory name, "type-concat_key_dim-256"
+  std::vector<std::string> overrides;  // "model.attention.type=concat", ...
+  std::vector<std::string> values;     // one per axis
+};
+
+// Every combination, the first axis varying slowest. Names use each key's last
+// component ("key_dim"), or the whole key where two axes share one; a
+// repeated axis is an error.
+std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes);
+
+struct SweepRow {
+  GridPoint point;
+  nlohmann::json results;  // the run's results.json
+};
+
+// The numeric result keys of all rows, `metric` first then alphabetical; a row
+// without a numeric `metric` is an error naming its run.
+std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const std::string& metric);
+// name, the axes' keys, then the result columns; empty cells where a run lacks a key.
+std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows, const std::string& metric);
+std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
+                           const std::string& metric);
+
+}  // namespace cmha::train

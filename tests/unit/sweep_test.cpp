@@ -1,0 +1,129 @@
+// cmha sweep: the grid, the tables, and a real sweep of tiny runs (resumed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support/check.h"
+#include "support/tiny_images.h"
+#include "tensor/error.h"
+#include "train/run_results.h"
+#include "train/sweep.h"
+
+using namespace cmha;
+using namespace cmha::train;
+namespace fs = std::filesystem;
+
+namespace {
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+TEST(SweepGrid, ExpandsEveryCombinationFirstAxisSlowest) {
+  const auto points = expand_grid({parse_grid_axis("model.attention.type=concat,collaborative"),
+                                   parse_grid_axis("model.attention.key_dim=64,8")});
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].name, "type-concat_key_dim-64");
+  EXPECT_EQ(points[1].name, "type-concat_key_dim-8");
+  EXPECT_EQ(points[3].name, "type-collaborative_key_dim-8");
+  EXPECT_EQ(points[2].overrides,
+            (std::vector<std::string>{"model.attention.type=collaborative", "model.attention.key_dim=64"}));
+  // Two axes with the same last component are named by their whole keys.
+  const auto both = expand_grid({parse_grid_axis("model.encoder_attention.key_dim=8"),
+                                 parse_grid_axis("model.decoder_attention.key_dim=4")});
+  EXPECT_EQ(both[0].name, "model.encoder_attention.key_dim-8_model.decoder_attention.key_dim-4");
+}
+
+TEST(SweepGrid, Errors) {
+  EXPECT_TRUE(has(error_of([] { parse_grid_axis("model.attention.key_dimm=1,2"); }),
+                  "'model.attention.key_dimm' is not a recipe key (did you mean 'model.attention.key_dim'?)"));
+  EXPECT_TRUE(has(error_of([] { parse_grid_axis("model.depth"); }), "--grid needs KEY=V1,V2,..., got 'model.depth'"));
+  EXPECT_TRUE(has(error_of([] { parse_grid_axis("model.depth=1,,2"); }), "--grid model.depth has an empty value"));
+  EXPECT_TRUE(has(error_of([] { expand_grid({parse_grid_axis("model.depth=1"), parse_grid_axis("model.depth=2")}); }),
+                  "--grid model.depth is given twice"));
+}
+
+TEST(SweepTables, CsvAndMarkdownWithTheMetricFirst) {
+  const std::vector<GridAxis> axes{parse_grid_axis("model.attention.key_dim=64,8")};
+  const auto points = expand_grid(axes);
+  std::vector<SweepRow> rows{{points[0], {{"top1", 88.25}, {"loss", 0.3125}, {"checkpoint", "best"}}},
+                             {points[1], {{"top1", 80.0}, {"loss", 0.5}, {"samples", 10000}}}};
+  EXPECT_EQ(sweep_csv(axes, rows, "top1"),
+            "name,model.attention.key_dim,top1,loss,samples\n"
+            "key_dim-64,64,88.25,0.3125,\n"
+            "key_dim-8,8,80.0,0.5,10000\n");
+  EXPECT_EQ(sweep_markdown(axes, rows, "top1"),
+            "| model.attention.key_dim | top1 | loss | samples |\n"
+            "|---|---:|---:|---:|\n"
+            "| 64 | 88.25 | 0.3125 |  |\n"
+            "| 8 | 80 | 0.5000 | 10000 |\n");
+  rows[1].results.erase("top1");
+  EXPECT_TRUE(has(error_of([&] { sweep_csv(axes, rows, "top1"); }), "run 'key_dim-8' has no numeric 'top1'"));
+}
+
+TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
+  const std::string dir = test::temp_dir("sweep_cli");
+  test::write_tiny_fashion_mnist(dir, 32, 10);
+  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 2, max_epochs: 0}\n"
+                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
+  const std::string args = dir + "/tiny.yaml --threads 1 --grid model.attention.type=concat,collaborative "
+                           "--grid model.attention.key_dim=8,4 --metric top1 -o " + dir + "/sweep " +
+                           test::tiny_vit_overrides(dir, "unused").substr(0, test::tiny_vit_overrides(dir, "unused").find(" train.save_dir"));
+  test::CommandResult r = test::run_cmha("sweep " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* name : {"type-concat_key_dim-8", "type-concat_key_dim-4", "type-collaborative_key_dim-8",
+                           "type-collaborative_key_dim-4"})
+    EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/" + name))) << name;
+  const std::string csv = read(dir + "/sweep/sweep.csv");
+  EXPECT_EQ(csv.rfind("name,model.attention.type,model.attention.key_dim,top1,", 0), 0u) << csv;
+  EXPECT_TRUE(has(csv, "\ntype-collaborative_key_dim-4,collaborative,4,")) << csv;
+  EXPECT_TRUE(has(read(dir + "/sweep/sweep.md"), "| collaborative | 4 | ")) << r.output;
+  EXPECT_TRUE(has(r.output, "| model.attention.type | model.attention.key_dim | top1 |")) << r.output;
+  EXPECT_TRUE(fs::exists(dir + "/sweep/sweep.png")) << r.output;
+
+  // Again: every run is skipped, and the tables come back the same.
+  r = test::run_cmha("sweep " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "[4/4] type-collaborative_key_dim-4 has results.json, skipped")) << r.output;
+  EXPECT_FALSE(has(r.output, "cmha train:")) << r.output;
+  EXPECT_EQ(read(dir + "/sweep/sweep.csv"), csv);
+
+  // A bad grid value fails before any run starts.
+  r = test::run_cmha("sweep " + dir + "/tiny.yaml --grid model.attention.key_dim=8,wide --metric top1 -o " + dir + "/bad");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "model.attention.key_dim")) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/bad/key_dim-8")) << r.output;
+  fs::remove_all(dir);
+}
+
+TEST(SweepCli, ArgumentErrors) {
+  auto code_and = [](const std::string& args, const std::string& part) {
+    const test::CommandResult r = test::run_cmha("sweep " + args);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(has(r.output, part)) << r.output;
+  };
+  code_and("r.yaml --metric top1 -o d", "cmha sweep needs at least one --grid");
+  code_and("r.yaml --grid model.depth=1 -o d", "cmha sweep needs --metric NAME");
+  code_and("r.yaml --grid model.depth=1 --metric top1", "cmha sweep needs -o DIR");
+  code_and("--grid model.depth=1 --metric top1 -o d", "cmha sweep needs a recipe");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d train.save_dir=x", "sets train.save_dir of each run itself");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --x model.d_model", "--x model.d_model is not one of the --grid keys");
+  code_and("/nonexistent.yaml --grid model.depth=1 --metric top1 -o d", "/nonexistent.yaml");
+  EXPECT_EQ(test::run_cmha("sweep --help").code, 0);
+}
