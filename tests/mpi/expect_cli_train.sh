@@ -13,7 +13,7 @@ fail() {
 }
 rm -rf "$dir"
 tiny="train.save_dir=$dir train.max_updates=3 train.max_epochs=0 train.log_every=1 model.depth=1 model.d_model=16
-      model.ffn_dim=16 model.attention.heads=2 model.attention.key_dim=8 data.batch_size=8 lr.warmup=1"
+      model.ffn_dim=16 model.attention.heads=2 model.attention.key_dim=8 data.batch_size=8 lr.warmup=1 lr.warmup_epochs=0"
 recipe="$(cd "$(dirname "$0")/../.." && pwd)/recipes/local/fashion_mnist_vit.yaml"
 # shellcheck disable=SC2086
 out=$(timeout 100 "$@" "$cmha" train "$recipe" $tiny 2>&1)
