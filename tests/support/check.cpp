@@ -142,6 +142,15 @@ CommandResult run_cmha(const std::string& args) {
   return r;
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 std::string temp_dir(const std::string& tag) {
   auto base = std::filesystem::temp_directory_path() / ("cmha_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(base);

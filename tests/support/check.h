@@ -53,6 +53,9 @@ struct CommandResult {
 };
 CommandResult run_cmha(const std::string& args);
 
+// The message of the cmha::Error that f throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
+
 // A fresh temporary directory for a test, removed by the caller if wanted.
 std::string temp_dir(const std::string& tag);
 

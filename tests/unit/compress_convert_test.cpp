@@ -18,6 +18,7 @@
 #include "train/model_config.h"
 
 using namespace cmha;
+using test::error_of;
 using namespace cmha::compress;
 
 namespace {
@@ -91,15 +92,6 @@ train::Checkpoint checkpoint_of(const nn::Module& m, const train::Recipe& r) {
   c.recipe = r.dump();
   c.trainer = {{"update", 7}};
   return c;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "train/gradient_buckets.h"
 
 using namespace cmha;
+using test::error_of;
 
 namespace {
 
@@ -21,15 +22,6 @@ dist::GetEnv env_of(std::map<std::string, std::string> vars) {
     auto it = shared->find(name);
     return it == shared->end() ? nullptr : it->second.c_str();
   };
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "data/idx.h"
+#include "support/check.h"
 #include "tensor/error.h"
 #include "train/image_pipeline.h"
 
@@ -12,15 +13,7 @@ namespace cmha::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 const char* kDeit = R"(
 model: {kind: vit, image_size: 224, channels: 3, num_classes: 10}

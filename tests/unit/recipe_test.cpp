@@ -10,6 +10,7 @@
 #include "train/recipe.h"
 
 using namespace cmha;
+using test::error_of;
 using namespace cmha::train;
 
 namespace {
@@ -19,14 +20,6 @@ std::string write(const std::string& dir, const std::string& name, const std::st
   return dir + "/" + name;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 }  // namespace
 
 TEST(Recipe, IncludesThenOwnKeysThenOverrides) {

@@ -12,20 +12,12 @@
 #include "train/sweep.h"
 
 using namespace cmha;
+using test::error_of;
 using namespace cmha::train;
 namespace fs = std::filesystem;
 
 namespace {
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string read(const std::string& path) {
   std::ifstream in(path);

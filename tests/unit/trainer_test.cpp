@@ -17,6 +17,7 @@
 #include "train/trainer.h"
 
 using namespace cmha;
+using test::error_of;
 using namespace cmha::train;
 namespace fs = std::filesystem;
 
@@ -69,15 +70,6 @@ Recipe regression_recipe(const std::string& dir, const std::string& extra = "") 
   return Recipe::parse("optim: {name: adam, lr: 0.05, betas: [0.9, 0.999], eps: 1e-8}\n"
                        "lr: {schedule: constant, warmup: 0}\n"
                        "train: {save_dir: " + dir + ", max_epochs: 5, log_every: 100, max_nonfinite: 3}\n" + extra);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "train/translation_task.h"
 
 using namespace cmha;
+using test::error_of;
 namespace fs = std::filesystem;
 
 using test::toy_dir;
@@ -30,15 +31,6 @@ using test::write_file;
 using test::write_toy_corpus;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
