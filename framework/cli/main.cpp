@@ -58,7 +58,7 @@ std::string usage() {
       "commands:\n";
   for (const Command& c : kCommands) {
     char line[256];
-    std::snprintf(line, sizeof line, "  %-10s%s\n", c.name, c.summary);
+    std::snprintf(line, sizeof line, "  %-11s%s\n", c.name, c.summary);
     u += line;
   }
   u +=
