@@ -40,19 +40,6 @@ const char* kCompressUsage =
     "  --threads T       CPU threads (default: all cores)\n"
     "  -h, --help        show this help\n";
 
-double parse_real(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || used == 0 || !(v >= 0))
-    throw Error("option '" + option + "' needs a non-negative number, not '" + text + "'");
-  return v;
-}
-
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);
@@ -85,7 +72,7 @@ int compress_command(const Args& args) {
     else if (a == "--key-dim") opt.shared_dim = parse_int(option_value(args, i, "compress"), a, 1, 1 << 20);
     else if (a == "--layers") opt.places = split_commas(option_value(args, i, "compress"));
     else if (a == "--iters") opt.als.max_iters = parse_int(option_value(args, i, "compress"), a, 1, 1000000);
-    else if (a == "--tol") opt.als.tol = parse_real(option_value(args, i, "compress"), a);
+    else if (a == "--tol") opt.als.tol = parse_real(option_value(args, i, "compress"), a, 0, 1e300);
     else if (a == "--init") opt.als.init = option_value(args, i, "compress");
     else if (a == "--seed") opt.als.seed = static_cast<uint64_t>(parse_int(option_value(args, i, "compress"), a, 0, 1LL << 62));
     else if (a == "--threads") omp_set_num_threads(static_cast<int>(parse_int(option_value(args, i, "compress"), a, 1, 4096)));

@@ -95,6 +95,23 @@ long long parse_int(const std::string& text, const std::string& option, long lon
   return v;
 }
 
+double parse_real(const std::string& text, const std::string& option, double min, double max) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || used == 0 || !(v >= min && v <= max)) {
+    char range[96];
+    if (max >= 1e300) std::snprintf(range, sizeof range, "a number of at least %g", min);
+    else std::snprintf(range, sizeof range, "a number from %g to %g", min, max);
+    throw Error("option '" + option + "' needs " + range + ", not '" + text + "'");
+  }
+  return v;
+}
+
 }  // namespace cmha::cli
 
 int main(int argc, char** argv) {

@@ -36,20 +36,6 @@ const char* kTranslateUsage =
     "  --threads T      CPU threads (default: all cores, or OMP_NUM_THREADS)\n"
     "  -h, --help       show this help\n";
 
-double parse_real(const std::string& text, const std::string& option, double min, double max) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || used == 0 || !(v >= min && v <= max))
-    throw Error("option '" + option + "' needs a number from " + std::to_string(min) + " to " + std::to_string(max) +
-                ", not '" + text + "'");
-  return v;
-}
-
 std::vector<std::string> read_lines(std::istream& in) {
   std::vector<std::string> lines;
   std::string line;

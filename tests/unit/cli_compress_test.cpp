@@ -77,7 +77,7 @@ TEST(CliCompress, MistakesAreOneSentenceWithExitCode2) {
       {"compress --key-dim 8 -o " + out, "needs a checkpoint"},
       {"compress " + in + " --key-dim 0 -o " + out, "option '--key-dim' needs a whole number"},
       {"compress " + in + " --key-dim 8 --init spectral -o " + out, "'--init' is 'svd' or 'random', not 'spectral'"},
-      {"compress " + in + " --key-dim 8 --tol x -o " + out, "option '--tol' needs a non-negative number"},
+      {"compress " + in + " --key-dim 8 --tol x -o " + out, "option '--tol' needs a number of at least 0, not 'x'"},
       {"compress " + in + " --key-dim 8 --layers cross -o " + out, "has no attention place 'cross'"},
       {"compress " + dir + "/none.safetensors --key-dim 8 -o " + out, "none.safetensors"},
       {"compress " + in + " --key-dim 8 --frobnicate -o " + out, "unknown option '--frobnicate'"},
