@@ -20,10 +20,6 @@
 #include "train/run_results.h"
 #include "train/sweep.h"
 
-#ifndef CMHA_PLOT_SCRIPT
-#define CMHA_PLOT_SCRIPT "plot_runs.py"
-#endif
-
 namespace cmha::cli {
 namespace {
 
@@ -179,17 +175,18 @@ int sweep_command(const Args& args) {
     std::fprintf(stderr, "cmha sweep: no grid key has only numeric values, so no plot (choose one with --x)\n");
     return 0;
   }
-  // Debian's interpreter first: python3-matplotlib installs there.
-  const std::string python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  // plot_sweep.py sits beside plot_runs.py, whose path the build defines.
-  const std::string script = (fs::path(CMHA_PLOT_SCRIPT).parent_path() / "plot_sweep.py").string();
   std::string keys;
   for (const auto& a : axes) keys += (keys.empty() ? "" : ",") + a.key;
   const fs::path png = fs::path(out_dir) / "sweep.png";
-  const int code = run_process({python, script, csv.string(), "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()});
   // The tables are written: a missing matplotlib costs only the picture.
+  int code = 2;
+  try {
+    code = run_plot_script(plot_script_path("plot_sweep.py"),
+                           {csv.string(), "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()});
+  } catch (const Error&) {
+  }
   if (code != 0)
-    std::fprintf(stderr, "cmha sweep: %s not drawn (plot_sweep.py exit %d; needs python3-matplotlib)\n", png.c_str(), code);
+    std::fprintf(stderr, "cmha sweep: %s not drawn (plot_sweep.py failed; needs python3-matplotlib)\n", png.c_str());
   return 0;
 }
 
