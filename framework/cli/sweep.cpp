@@ -1,12 +1,17 @@
-// cmha sweep RECIPE --grid KEY=V1,V2 [--grid ...] --metric NAME -o DIR [--x KEY] [--threads T] [key.path=value ...]
+// cmha sweep RECIPE --grid KEY=V1,V2 [--grid ...] --metric NAME -o DIR [--x KEY] [--threads T] [--jobs N] [key.path=value ...]
 // Trains the recipe once per grid point, each run in DIR/<point name>/ as a
-// separate `cmha train --resume` process, then tabulates the runs'
+// separate `cmha train --resume` process (up to --jobs at once), then tabulates the runs'
 // results.json (DIR/sweep.csv, DIR/sweep.md) and plots the metric against
 // one numeric axis (DIR/sweep.png, through plot_sweep.py and matplotlib).
 // Runs that already have results.json are skipped, so a sweep resumes.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
+#include <thread>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +32,7 @@ namespace fs = std::filesystem;
 
 const char* kSweepUsage =
     "usage: cmha sweep RECIPE --grid KEY=V1,V2,... [--grid ...] --metric NAME -o DIR\n"
-    "                  [--x KEY] [--threads T] [key.path=value ...]\n"
+    "                  [--x KEY] [--threads T] [--jobs N] [key.path=value ...]\n"
     "\n"
     "Trains RECIPE once per combination of the grid values, each run in\n"
     "DIR/<name>/ (train.save_dir), e.g. DIR/type-concat_key_dim-64. Each run's\n"
@@ -42,7 +47,10 @@ const char* kSweepUsage =
     "  --metric NAME         the results.json key to compare (top1, bleu, ...)\n"
     "  -o, --output DIR      the sweep directory\n"
     "  --x KEY               the grid key on the plot's x axis (default: the last numeric one)\n"
-    "  --threads T           CPU threads of each run\n"
+    "  --threads T           CPU threads of each run (default: the cores / N)\n"
+    "  --jobs N              runs trained at the same time (default 1); with more\n"
+    "                        than one, each run writes its messages to\n"
+    "                        DIR/<name>/train.log instead of the terminal\n"
     "  key.path=value        overrides applied to every run\n"
     "  -h, --help            show this help\n";
 
@@ -54,8 +62,9 @@ std::string self_path() {
   return p.string();
 }
 
-// Runs argv[0] with argv and waits; the exit code, or 128 + signal.
-int run_process(const std::vector<std::string>& argv_s) {
+// Starts argv[0] with argv; its output goes to `log` (appended) when one is
+// named, to this terminal otherwise. The child's pid.
+pid_t start_process(const std::vector<std::string>& argv_s, const std::string& log) {
   std::vector<char*> argv;
   for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -63,13 +72,26 @@ int run_process(const std::vector<std::string>& argv_s) {
   const pid_t pid = fork();
   CMHA_CHECK(pid >= 0, std::string("cmha sweep cannot start a process: ") + std::strerror(errno));
   if (pid == 0) {
+    if (!log.empty()) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd < 0) _exit(126);
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
     execvp(argv[0], argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+// Waits for any child; its pid and exit code (or 128 + signal).
+std::pair<pid_t, int> wait_any_process() {
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    CMHA_CHECK(errno == EINTR, std::string("cmha sweep lost its run process: ") + std::strerror(errno));
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, 0)) < 0)
+    CMHA_CHECK(errno == EINTR, std::string("cmha sweep lost its run processes: ") + std::strerror(errno));
+  return {pid, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
 }
 
 bool is_number(const std::string& s) {
@@ -90,7 +112,7 @@ int sweep_command(const Args& args) {
   std::string recipe_path, metric, out_dir, x_key;
   std::vector<std::string> overrides;
   std::vector<train::GridAxis> axes;
-  long long threads = 0;
+  long long threads = 0, jobs = 1;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -106,6 +128,8 @@ int sweep_command(const Args& args) {
       x_key = option_value(args, i, "sweep");
     } else if (a == "--threads") {
       threads = parse_int(option_value(args, i, "sweep"), a, 1, 4096);
+    } else if (a == "--jobs") {
+      jobs = parse_int(option_value(args, i, "sweep"), a, 1, 4096);
     } else if (!a.empty() && a[0] == '-') {
       throw Error("unknown option '" + a + "' for 'cmha sweep' (try 'cmha sweep --help')");
     } else if (a.find('=') != std::string::npos) {
@@ -142,23 +166,53 @@ int sweep_command(const Args& args) {
   }
   fs::create_directories(out_dir);
   const std::string self = self_path();
-  for (size_t k = 0; k < points.size(); ++k) {
+  // Runs side by side share the cores rather than each taking all of them.
+  if (threads == 0 && jobs > 1)
+    threads = std::max<long long>(1, static_cast<long long>(std::thread::hardware_concurrency()) / jobs);
+  std::map<pid_t, size_t> running;  // pid -> point
+  std::vector<std::string> failed;
+  auto reap_one = [&] {
+    const auto [pid, code] = wait_any_process();
+    const auto it = running.find(pid);
+    if (it == running.end()) return;  // not one of the runs
+    const std::string& name = points[it->second].name;
+    running.erase(it);
+    if (code == 130 || interrupted()) return;
+    if (code != 0) failed.push_back(name + " (exit " + std::to_string(code) + ")");
+    if (jobs > 1)
+      std::fprintf(stderr, "cmha sweep: %s %s\n", name.c_str(), code == 0 ? "finished" : "failed");
+  };
+  for (size_t k = 0; k < points.size() && !interrupted(); ++k) {
     const auto& p = points[k];
     const std::string run_dir = (fs::path(out_dir) / p.name).string();
     if (fs::exists(train::run_results_path(run_dir))) {
       std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s has results.json, skipped\n", k + 1, points.size(), p.name.c_str());
       continue;
     }
-    std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s\n", k + 1, points.size(), p.name.c_str());
+    while (static_cast<long long>(running.size()) >= jobs) reap_one();
+    if (interrupted()) break;
     std::vector<std::string> argv{self, "train", recipe_path, "--resume"};
     if (threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     argv.insert(argv.end(), overrides.begin(), overrides.end());
     argv.insert(argv.end(), p.overrides.begin(), p.overrides.end());
     argv.push_back("train.save_dir=" + run_dir);
-    const int code = run_process(argv);
-    if (code == 130 || interrupted()) throw Interrupted{};
-    CMHA_CHECK(code == 0, "sweep run '" + p.name + "' failed (exit " + std::to_string(code) +
-                              ", its messages are above); run the same cmha sweep again to retry it and continue");
+    std::string log;
+    if (jobs > 1) {
+      fs::create_directories(run_dir);
+      log = (fs::path(run_dir) / "train.log").string();
+    }
+    std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s%s\n", k + 1, points.size(), p.name.c_str(),
+                 log.empty() ? "" : (" started, messages in " + log).c_str());
+    running.emplace(start_process(argv, log), k);
+  }
+  while (!running.empty()) reap_one();
+  if (interrupted()) throw Interrupted{};
+  if (!failed.empty()) {
+    std::string list;
+    for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f;
+    throw Error("sweep run" + std::string(failed.size() > 1 ? "s " : " ") + list + " failed (" +
+                (jobs > 1 ? "see their train.log" : "their messages are above") +
+                "); run the same cmha sweep again to retry and continue");
   }
 
   std::vector<train::SweepRow> rows;

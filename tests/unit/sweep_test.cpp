@@ -104,6 +104,30 @@ TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
   fs::remove_all(dir);
 }
 
+// Two runs at once, each with its own log; a run that fails does not stop the
+// other, and the sweep names it afterwards.
+TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
+  const std::string dir = test::temp_dir("sweep_jobs");
+  test::write_tiny_fashion_mnist(dir, 32, 10);
+  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 2, max_epochs: 0}\n"
+                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
+  const std::string overrides = test::tiny_vit_overrides(dir, "unused");
+  // key_dim 3 is a valid recipe value but no 2 heads can split it: that run fails when it builds its model.
+  const std::string args = dir + "/tiny.yaml --jobs 2 --grid model.attention.type=concat "
+                           "--grid model.attention.key_dim=8,3 --metric top1 -o " + dir + "/sweep " +
+                           overrides.substr(0, overrides.find(" train.save_dir"));
+  const test::CommandResult r = test::run_cmha("sweep " + args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "started, messages in " + dir + "/sweep/type-concat_key_dim-8/train.log")) << r.output;
+  EXPECT_TRUE(has(r.output, "type-concat_key_dim-8 finished")) << r.output;
+  EXPECT_TRUE(has(r.output, "sweep run type-concat_key_dim-3 (exit 2) failed (see their train.log)")) << r.output;
+  EXPECT_FALSE(has(r.output, "cmha train:")) << r.output;  // the runs' own messages are in their logs
+  EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/type-concat_key_dim-8")));
+  EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-8/train.log"), "cmha train:"));
+  EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-3/train.log"), "key_dim"));
+  fs::remove_all(dir);
+}
+
 TEST(SweepCli, ArgumentErrors) {
   auto code_and = [](const std::string& args, const std::string& part) {
     const test::CommandResult r = test::run_cmha("sweep " + args);
@@ -115,6 +139,7 @@ TEST(SweepCli, ArgumentErrors) {
   code_and("r.yaml --grid model.depth=1 --metric top1", "cmha sweep needs -o DIR");
   code_and("--grid model.depth=1 --metric top1 -o d", "cmha sweep needs a recipe");
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d train.save_dir=x", "sets train.save_dir of each run itself");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --jobs 0", "--jobs");
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d --x model.d_model", "--x model.d_model is not one of the --grid keys");
   code_and("/nonexistent.yaml --grid model.depth=1 --metric top1 -o d", "/nonexistent.yaml");
   EXPECT_EQ(test::run_cmha("sweep --help").code, 0);
