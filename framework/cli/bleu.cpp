@@ -1,5 +1,6 @@
-// cmha bleu: corpus BLEU of a hypothesis file against a reference file,
-// number for number as sacreBLEU 2.6.0.
+// cmha bleu --ref R [--hyp H]: corpus BLEU of hypotheses (a file, or standard
+// input as `sacrebleu R < H`) against a reference file, number for number as
+// sacreBLEU 2.6.0.
 #include <cstdio>
 #include <string>
 
@@ -11,14 +12,16 @@ namespace cmha::cli {
 
 namespace {
 const char* kBleuUsage =
-    "usage: cmha bleu HYP REF [--tokenize 13a|intl|none] [--lowercase] [--compound-split]\n"
-    "                 [--width N] [--score-only]\n"
+    "usage: cmha bleu --ref REF [--hyp HYP] [--tokenize 13a|intl|none] [--lowercase]\n"
+    "                 [--compound-split] [--width N] [--score-only]\n"
     "\n"
     "Scores detokenised hypotheses (one segment per line) against one reference\n"
     "file of the same length, as sacreBLEU 2.6.0 does, and prints sacreBLEU's\n"
     "text line: BLEU|<signature> = score 1/2/3/4-gram precisions (BP ...).\n"
     "\n"
     "options:\n"
+    "  --ref REF         the reference translations\n"
+    "  --hyp HYP         the hypotheses (default: standard input, e.g. from cmha translate)\n"
     "  --tokenize T      13a (default, mteval-v13a), intl (mteval-v14) or none\n"
     "  --lowercase       lowercase both sides first (signature case:lc)\n"
     "  --compound-split  split hyphenated compounds as ##AT##-##AT## on both sides (the\n"
@@ -29,7 +32,7 @@ const char* kBleuUsage =
 }  // namespace
 
 int bleu_command(const Args& args) {
-  std::vector<std::string> files;
+  std::string ref, hyp = "-";
   eval::BleuOptions opt;
   long long width = 2;
   bool score_only = false;
@@ -39,7 +42,11 @@ int bleu_command(const Args& args) {
       std::fputs(kBleuUsage, stdout);
       return 0;
     }
-    if (a == "--tokenize" || a == "-tok") {
+    if (a == "--ref" || a == "-r") {
+      ref = option_value(args, i, "bleu");
+    } else if (a == "--hyp" || a == "-i") {
+      hyp = option_value(args, i, "bleu");
+    } else if (a == "--tokenize" || a == "-tok") {
       opt.tokenize = option_value(args, i, "bleu");
       CMHA_CHECK(opt.tokenize == "13a" || opt.tokenize == "intl" || opt.tokenize == "none",
                  "option '--tokenize' needs 13a, intl or none, not '" + opt.tokenize + "'");
@@ -52,15 +59,14 @@ int bleu_command(const Args& args) {
     } else if (a == "--score-only" || a == "-b") {
       score_only = true;
     } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option '" + a + "' for 'cmha bleu'");
+      throw Error("unknown option '" + a + "' for 'cmha bleu' (try 'cmha bleu --help')");
     } else {
-      files.push_back(a);
+      throw Error("cmha bleu takes its files as --ref REF and --hyp HYP, not '" + a + "' (try 'cmha bleu --help')");
     }
   }
-  CMHA_CHECK(files.size() == 2, "cmha bleu needs a hypothesis file and a reference file, got " +
-                                    std::to_string(files.size()) + " file" + (files.size() == 1 ? "" : "s") +
-                                    " (try 'cmha bleu --help')");
-  const eval::BleuScore s = eval::corpus_bleu_files(files[0], files[1], opt);
+  CMHA_CHECK(!ref.empty(), "cmha bleu needs --ref REF, the reference translations (try 'cmha bleu --help')");
+  // Standard input is read through its /dev path, so the file reader and its errors are the same.
+  const eval::BleuScore s = eval::corpus_bleu_files(hyp == "-" ? "/dev/stdin" : hyp, ref, opt);
   const std::string line = s.format(static_cast<int>(width));  // "BLEU = 53.03 ..."
   if (score_only) {
     std::printf("%s\n", line.substr(7, line.find(' ', 7) - 7).c_str());
