@@ -68,20 +68,25 @@ pid_t start_process(const std::vector<std::string>& argv_s, const std::string& l
   std::vector<char*> argv;
   for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // Opened here rather than in the child, so a log that cannot be written is an error naming it.
+  int fd = -1;
+  if (!log.empty()) {
+    fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    CMHA_CHECK(fd >= 0, "cmha sweep cannot write the run log '" + log + "': " + std::strerror(errno));
+  }
   std::fflush(nullptr);
   const pid_t pid = fork();
+  if (pid < 0 && fd >= 0) close(fd);
   CMHA_CHECK(pid >= 0, std::string("cmha sweep cannot start a process: ") + std::strerror(errno));
   if (pid == 0) {
-    if (!log.empty()) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd < 0) _exit(126);
+    if (fd >= 0) {  // dup2 clears close-on-exec on the copies
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
-      close(fd);
     }
     execvp(argv[0], argv.data());
     _exit(127);
   }
+  if (fd >= 0) close(fd);
   return pid;
 }
 
@@ -171,18 +176,22 @@ int sweep_command(const Args& args) {
     threads = std::max<long long>(1, static_cast<long long>(std::thread::hardware_concurrency()) / jobs);
   std::map<pid_t, size_t> running;  // pid -> point
   std::vector<std::string> failed;
+  bool run_interrupted = false;  // a run stopped by Ctrl-C (exit 130) stops the sweep
   auto reap_one = [&] {
     const auto [pid, code] = wait_any_process();
     const auto it = running.find(pid);
     if (it == running.end()) return;  // not one of the runs
     const std::string& name = points[it->second].name;
     running.erase(it);
-    if (code == 130 || interrupted()) return;
+    if (code == 130 || interrupted()) {
+      run_interrupted = true;
+      return;
+    }
     if (code != 0) failed.push_back(name + " (exit " + std::to_string(code) + ")");
     if (jobs > 1)
       std::fprintf(stderr, "cmha sweep: %s %s\n", name.c_str(), code == 0 ? "finished" : "failed");
   };
-  for (size_t k = 0; k < points.size() && !interrupted(); ++k) {
+  for (size_t k = 0; k < points.size() && !interrupted() && !run_interrupted; ++k) {
     const auto& p = points[k];
     const std::string run_dir = (fs::path(out_dir) / p.name).string();
     if (fs::exists(train::run_results_path(run_dir))) {
@@ -190,7 +199,7 @@ int sweep_command(const Args& args) {
       continue;
     }
     while (static_cast<long long>(running.size()) >= jobs) reap_one();
-    if (interrupted()) break;
+    if (interrupted() || run_interrupted) break;
     std::vector<std::string> argv{self, "train", recipe_path, "--resume"};
     if (threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     argv.insert(argv.end(), overrides.begin(), overrides.end());
@@ -206,7 +215,7 @@ int sweep_command(const Args& args) {
     running.emplace(start_process(argv, log), k);
   }
   while (!running.empty()) reap_one();
-  if (interrupted()) throw Interrupted{};
+  if (interrupted() || run_interrupted) throw Interrupted{};
   if (!failed.empty()) {
     std::string list;
     for (const auto& f : failed) list += (list.empty() ? "" : ", ") + f;

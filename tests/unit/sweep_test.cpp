@@ -125,6 +125,13 @@ TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
   EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/type-concat_key_dim-8")));
   EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-8/train.log"), "cmha train:"));
   EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-3/train.log"), "key_dim"));
+
+  // A run log that cannot be written (here a folder in its place) is an error naming it, before the run starts.
+  fs::remove_all(dir + "/sweep/type-concat_key_dim-3");
+  fs::create_directories(dir + "/sweep/type-concat_key_dim-3/train.log");
+  const test::CommandResult bad = test::run_cmha("sweep " + args);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_TRUE(has(bad.output, "cannot write the run log '" + dir + "/sweep/type-concat_key_dim-3/train.log'")) << bad.output;
   fs::remove_all(dir);
 }
 
