@@ -105,7 +105,8 @@ std::vector<OptionSpec> build() {
   add("train.ema_decay", T::real, "0.0", "Keep an exponential moving average of the weights; 0 = off", 0, 1);
   add("train.save_every", T::integer, "0", "Save a checkpoint every N updates (and always at epoch ends); 0 = epoch ends only", 0);
   add("train.keep_last", T::integer, "3", "Update checkpoints to keep besides the best and the last", 0, 1 << 20);
-  add("train.validate_every", T::integer, "0", "Validate every N updates (and at epoch ends); 0 = epoch ends only", 0);
+  add("train.validate_every", T::integer, "0", "Validate every N updates (and at epoch ends, see validate_epoch_ends); 0 = epoch ends only", 0);
+  add("train.validate_epoch_ends", T::boolean, "true", "Validate at each epoch end too (false with validate_every > 0: only every N updates, which saves a short run's near-duplicate validations)");
   add("train.best_metric", T::string, "loss", "Validation metric that picks checkpoint_best");
   add("train.best_mode", T::string, "min", "Whether a smaller or larger best_metric is better", -1e300, 1e300, {"min", "max"});
   add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);

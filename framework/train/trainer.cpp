@@ -98,7 +98,7 @@ struct Trainer::Impl {
   int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite;
   double clip_norm;
   std::string best_metric;
-  bool maximize, bf16;
+  bool maximize, bf16, validate_epoch_ends;
 
   Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h) : recipe(r), task(t), comm(c), hooks(std::move(h)) {
     dir = r.string("train.save_dir");
@@ -109,6 +109,9 @@ struct Trainer::Impl {
     save_every = r.integer("train.save_every");
     keep_last = r.integer("train.keep_last");
     validate_every = r.integer("train.validate_every");
+    validate_epoch_ends = r.boolean("train.validate_epoch_ends");
+    CMHA_CHECK(validate_epoch_ends || validate_every > 0,
+               "train.validate_epoch_ends is false and train.validate_every is 0: the run would never validate");
     log_every = r.integer("train.log_every");
     patience = r.integer("train.patience");
     max_nonfinite = r.integer("train.max_nonfinite");
@@ -348,7 +351,7 @@ TrainSummary Trainer::run() {
   while (!done()) {
     if (!s.task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
       ++s.epoch;
-      summary.last_validation = s.validate();
+      if (s.validate_epoch_ends) summary.last_validation = s.validate();
       // The next epoch's order is drawn before saving, so the checkpoint's
       // data position is "start of epoch N" and a resume never ends an epoch twice.
       s.task.start_epoch(s.epoch);

@@ -49,6 +49,7 @@ class RegressionTask : public Task {
   }
   int64_t batches_per_epoch() const override { return 4; }
   std::map<std::string, double> validate() override {
+    ++validations;
     autograd::NoGradGuard ng;
     Tensor d = sub(model_->forward(x_), y_);
     return {{"loss", mean(mul(d, d)).item()}};
@@ -59,6 +60,7 @@ class RegressionTask : public Task {
     pos_ = s.at("pos");
   }
   std::shared_ptr<nn::Linear> model_;
+  int validations = 0;
 
  private:
   Tensor x_, y_;
@@ -66,10 +68,12 @@ class RegressionTask : public Task {
   int64_t epoch_ = 0, pos_ = 0, served_ = 0;
 };
 
-Recipe regression_recipe(const std::string& dir, const std::string& extra = "") {
+Recipe regression_recipe(const std::string& dir, const std::string& extra = "",
+                         const std::vector<std::string>& overrides = {}) {
   return Recipe::parse("optim: {name: adam, lr: 0.05, betas: [0.9, 0.999], eps: 1e-8}\n"
                        "lr: {schedule: constant, warmup: 0}\n"
-                       "train: {save_dir: " + dir + ", max_epochs: 5, log_every: 100, max_nonfinite: 3}\n" + extra);
+                       "train: {save_dir: " + dir + ", max_epochs: 5, log_every: 100, max_nonfinite: 3}\n" + extra,
+                       "<recipe>", overrides);
 }
 
 }  // namespace
@@ -88,6 +92,29 @@ TEST(Trainer, LossFallsAndCheckpointsAreWritten) {
   EXPECT_TRUE(fs::exists(dir + "/checkpoint_best.safetensors"));
   EXPECT_FALSE(fs::exists(dir + "/checkpoint_4.safetensors"));  // pruned: keep_last 3
   EXPECT_EQ(latest_checkpoint(dir), dir + "/checkpoint_20.safetensors");
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, ValidatesEveryNUpdatesAndAtEpochEndsUnlessTurnedOff) {
+  const std::string dir = test::temp_dir("trainer_validations");
+  dist::SingleCommunicator comm;
+  {  // 5 epochs of 4 updates: epoch ends 4, 8, ... 20 and updates 6, 12, 18
+    RegressionTask task;
+    Trainer(regression_recipe(dir, "", {"train.validate_every=6"}), task, comm).run();
+    EXPECT_EQ(task.validations, 8);
+  }
+  fs::remove_all(dir);
+  {
+    RegressionTask task;
+    TrainSummary s = Trainer(regression_recipe(dir, "", {"train.validate_every=6", "train.validate_epoch_ends=false"}), task, comm).run();
+    EXPECT_EQ(task.validations, 3);
+    EXPECT_EQ(s.updates, 20);
+    EXPECT_TRUE(fs::exists(dir + "/checkpoint_best.safetensors"));
+  }
+  fs::remove_all(dir);
+  RegressionTask task;
+  EXPECT_EQ(error_of([&] { Trainer(regression_recipe(dir, "", {"train.validate_epoch_ends=false"}), task, comm); }),
+            "train.validate_epoch_ends is false and train.validate_every is 0: the run would never validate");
   fs::remove_all(dir);
 }
 
