@@ -6,6 +6,7 @@
 // Runs that already have results.json are skipped, so a sweep resumes.
 #include <fcntl.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <map>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,13 +92,24 @@ pid_t start_process(const std::vector<std::string>& argv_s, const std::string& l
   return pid;
 }
 
-// Waits for any child; its pid and exit code (or 128 + signal).
-std::pair<pid_t, int> wait_any_process() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, 0)) < 0)
-    CMHA_CHECK(errno == EINTR, std::string("cmha sweep lost its run processes: ") + std::strerror(errno));
-  return {pid, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+// Waits for one of the runs; its pid and exit code (or 128 + signal). Once
+// the sweep is asked to stop, every run still going gets SIGTERM once and
+// saves its checkpoint: Ctrl-C reaches the runs through the terminal's
+// process group anyway, but a SIGTERM sent to the sweep alone (kill, a batch
+// scheduler) would otherwise leave them training. Polled, because the signal
+// handlers restart waitpid rather than interrupt it.
+std::pair<pid_t, int> wait_any_process(const std::map<pid_t, size_t>& running, bool& stop_forwarded) {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) return {pid, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+    CMHA_CHECK(pid == 0 || errno == EINTR, std::string("cmha sweep lost its run processes: ") + std::strerror(errno));
+    if (interrupted() && !stop_forwarded) {
+      for (const auto& [run_pid, point] : running) kill(run_pid, SIGTERM);
+      stop_forwarded = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 bool is_number(const std::string& s) {
@@ -177,8 +190,9 @@ int sweep_command(const Args& args) {
   std::map<pid_t, size_t> running;  // pid -> point
   std::vector<std::string> failed;
   bool run_interrupted = false;  // a run stopped by Ctrl-C (exit 130) stops the sweep
+  bool stop_forwarded = false;
   auto reap_one = [&] {
-    const auto [pid, code] = wait_any_process();
+    const auto [pid, code] = wait_any_process(running, stop_forwarded);
     const auto it = running.find(pid);
     if (it == running.end()) return;  // not one of the runs
     const std::string& name = points[it->second].name;

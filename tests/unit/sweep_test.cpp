@@ -1,6 +1,7 @@
 // cmha sweep: the grid, the tables, and a real sweep of tiny runs (resumed).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -132,6 +133,38 @@ TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
   const test::CommandResult bad = test::run_cmha("sweep " + args);
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_TRUE(has(bad.output, "cannot write the run log '" + dir + "/sweep/type-concat_key_dim-3/train.log'")) << bad.output;
+  fs::remove_all(dir);
+}
+
+// A SIGTERM sent to the sweep process alone (kill, a batch scheduler) stops
+// its runs too: each saves a checkpoint and leaves no results.json, and the
+// sweep exits 130, so running it again resumes them.
+TEST(SweepCli, SigtermStopsTheRunningRuns) {
+  const std::string dir = test::temp_dir("sweep_sigterm");
+  test::write_tiny_fashion_mnist(dir, 32, 10);
+  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 1000000, max_epochs: 0}\n"
+                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
+  const std::string overrides = test::tiny_vit_overrides(dir, "unused");
+  const std::string log = dir + "/sweep/key_dim-8/train.log";
+  // The sweep in the background; once its run has logged an update, SIGTERM to the sweep's pid only.
+  // A watchdog kills what is left after 60 s, so a sweep that ignores the signal fails the test (137)
+  // instead of hanging it.
+  const std::string script =
+      "cd " + dir + "; " + CMHA_BINARY_DIR + "/cmha sweep tiny.yaml --jobs 2 --grid model.attention.key_dim=8 "
+      "--metric top1 -o " + dir + "/sweep " + overrides.substr(0, overrides.find(" train.save_dir")) +
+      " > sweep.out 2>&1 & s=$!; "
+      "for i in $(seq 600); do grep -q '^epoch' " + log + " 2>/dev/null && break; sleep 0.1; done; "
+      "kill -TERM $s; "
+      "(sleep 60; kill -KILL $s; pkill -KILL -f '" + dir + "/sweep/key_dim-8') > /dev/null 2>&1 & w=$!; "
+      "wait $s; echo $? > sweep.rc; kill $w";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  EXPECT_EQ(read(dir + "/sweep.rc"), "130\n") << read(dir + "/sweep.out");
+  EXPECT_FALSE(fs::exists(run_results_path(dir + "/sweep/key_dim-8")));
+  EXPECT_TRUE(has(read(log), "interrupted")) << read(log);
+  bool saved = false;
+  for (const auto& e : fs::directory_iterator(dir + "/sweep/key_dim-8"))
+    saved = saved || e.path().filename().string().rfind("checkpoint_", 0) == 0;
+  EXPECT_TRUE(saved) << read(log);
   fs::remove_all(dir);
 }
 
