@@ -26,6 +26,17 @@ std::string read(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
+
+// A tiny ViT recipe (dir/tiny.yaml, `max_updates` updates) on tiny image files in
+// dir; returns the data and model overrides every sweep of it passes.
+std::string write_tiny_sweep_recipe(const std::string& dir, long long max_updates) {
+  test::write_tiny_fashion_mnist(dir, 32, 10);
+  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: " << max_updates
+                                    << ", max_epochs: 0}\n"
+                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
+  const std::string overrides = test::tiny_vit_overrides(dir, "unused");
+  return overrides.substr(0, overrides.find(" train.save_dir"));
+}
 }  // namespace
 
 TEST(SweepGrid, ExpandsEveryCombinationFirstAxisSlowest) {
@@ -72,12 +83,9 @@ TEST(SweepTables, CsvAndMarkdownWithTheMetricFirst) {
 
 TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
   const std::string dir = test::temp_dir("sweep_cli");
-  test::write_tiny_fashion_mnist(dir, 32, 10);
-  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 2, max_epochs: 0}\n"
-                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
   const std::string args = dir + "/tiny.yaml --threads 1 --grid model.attention.type=concat,collaborative "
                            "--grid model.attention.key_dim=8,4 --metric top1 -o " + dir + "/sweep " +
-                           test::tiny_vit_overrides(dir, "unused").substr(0, test::tiny_vit_overrides(dir, "unused").find(" train.save_dir"));
+                           write_tiny_sweep_recipe(dir, 2);
   test::CommandResult r = test::run_cmha("sweep " + args);
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* name : {"type-concat_key_dim-8", "type-concat_key_dim-4", "type-collaborative_key_dim-8",
@@ -109,14 +117,11 @@ TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
 // other, and the sweep names it afterwards.
 TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
   const std::string dir = test::temp_dir("sweep_jobs");
-  test::write_tiny_fashion_mnist(dir, 32, 10);
-  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 2, max_epochs: 0}\n"
-                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
-  const std::string overrides = test::tiny_vit_overrides(dir, "unused");
+  const std::string overrides = write_tiny_sweep_recipe(dir, 2);
   // key_dim 3 is a valid recipe value but no 2 heads can split it: that run fails when it builds its model.
   const std::string args = dir + "/tiny.yaml --jobs 2 --grid model.attention.type=concat "
                            "--grid model.attention.key_dim=8,3 --metric top1 -o " + dir + "/sweep " +
-                           overrides.substr(0, overrides.find(" train.save_dir"));
+                           overrides;
   const test::CommandResult r = test::run_cmha("sweep " + args);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "started, messages in " + dir + "/sweep/type-concat_key_dim-8/train.log")) << r.output;
@@ -141,17 +146,14 @@ TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
 // sweep exits 130, so running it again resumes them.
 TEST(SweepCli, SigtermStopsTheRunningRuns) {
   const std::string dir = test::temp_dir("sweep_sigterm");
-  test::write_tiny_fashion_mnist(dir, 32, 10);
-  std::ofstream(dir + "/tiny.yaml") << "train: {task: image_classification, max_updates: 1000000, max_epochs: 0}\n"
-                                       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n";
-  const std::string overrides = test::tiny_vit_overrides(dir, "unused");
+  const std::string overrides = write_tiny_sweep_recipe(dir, 1000000);
   const std::string log = dir + "/sweep/key_dim-8/train.log";
   // The sweep in the background; once its run has logged an update, SIGTERM to the sweep's pid only.
   // A watchdog kills what is left after 60 s, so a sweep that ignores the signal fails the test (137)
   // instead of hanging it.
   const std::string script =
       "cd " + dir + "; " + CMHA_BINARY_DIR + "/cmha sweep tiny.yaml --jobs 2 --grid model.attention.key_dim=8 "
-      "--metric top1 -o " + dir + "/sweep " + overrides.substr(0, overrides.find(" train.save_dir")) +
+      "--metric top1 -o " + dir + "/sweep " + overrides +
       " > sweep.out 2>&1 & s=$!; "
       "for i in $(seq 600); do grep -q '^epoch' " + log + " 2>/dev/null && break; sleep 0.1; done; "
       "kill -TERM $s; "
