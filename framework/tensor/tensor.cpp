@@ -139,12 +139,26 @@ void Tensor::check_dtype(DType expected, const char* op) const {
   CMHA_CHECK(dtype() == expected, std::string(op) + ": expected " + dtype_name(expected) + ", got " + describe());
 }
 
-void Tensor::check_floating(const char* op) const {
-  CMHA_CHECK(is_floating(dtype()), std::string(op) + ": expected a floating-point tensor, got " + describe());
+void Tensor::check_host(const char* op) const {
+  CMHA_CHECK(device().is_cpu(), std::string(op) + ": host code cannot read " + describe() +
+                                    " (device memory); copy it with to(Device::cpu()) or run a kernel of " +
+                                    device().str());
 }
 
 void Tensor::check_cpu(const char* op) const {
   CMHA_CHECK(device().is_cpu(), std::string(op) + ": this op runs on the CPU only so far, got " + describe());
+}
+
+Device common_device(const char* op, std::initializer_list<Tensor> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    if (first == nullptr) first = &t;
+    else
+      CMHA_CHECK(t.device() == first->device(), std::string(op) + ": its inputs are on different devices (" +
+                                                    first->describe() + " and " + t.describe() + ")");
+  }
+  return first ? first->device() : Device::cpu();
 }
 
 float Tensor::item() const {

@@ -4,6 +4,7 @@
 // copies alias the same data, as in PyTorch.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,12 +73,18 @@ class Tensor {
   // Wraps a possibly negative dim into [0, dim()); throws naming `op` when out of range.
   int64_t wrap_dim(int64_t d, const char* op) const;
 
-  // ---- raw data (CPU) ----
+  // ---- raw data ----
+  // Host access: the elements of a CPU tensor. On another device it is an
+  // error naming `op` (host code must not read device memory; copy with
+  // to(Device::cpu()) or run a kernel of that device).
   template <typename T>
-  T* data() const {
-    check_dtype(dtype_of<T>(), "data<T>()");
+  T* data(const char* op = "data<T>()") const {
+    check_dtype(dtype_of<T>(), op);
+    check_host(op);
     return static_cast<T*>(raw_data());
   }
+  // The first element's address in the tensor's own memory, host or device
+  // (for the kernels of that device; no host-access check).
   void* raw_data() const;
   float item() const;  // the value of a one-element tensor, as float
   std::vector<float> to_float_vector() const;
@@ -128,8 +135,8 @@ class Tensor {
 
   // ---- checks that raise clear errors naming `op` ----
   void check_dtype(DType expected, const char* op) const;
-  void check_floating(const char* op) const;
-  void check_cpu(const char* op) const;
+  void check_host(const char* op) const;  // CPU memory, readable by host code
+  void check_cpu(const char* op) const;   // TRANSITIONAL: goes when every op runs through backend/kernels.h
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -138,6 +145,10 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// The device that every defined tensor of `ts` lives on; mixing devices in
+// one op is an error naming `op` and both tensors.
+Device common_device(const char* op, std::initializer_list<Tensor> ts);
 
 // Contiguous strides for a shape (row-major).
 Shape contiguous_strides(const Shape& shape);

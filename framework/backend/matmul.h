@@ -1,0 +1,13 @@
+#pragma once
+// Kernel-table entries: matmul (see backend/kernels.h). Each entry's comment says
+// what it computes, the dtypes and layouts it accepts, and who allocates what.
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace cmha::backend {
+
+struct MatmulKernels {
+};
+
+}  // namespace cmha::backend
