@@ -34,7 +34,7 @@ namespace cmha::backend {
 struct KernelTable {
   const char* device_name = "";
   ActivationKernels activation;
-  BucketKernels buckets;
+  BucketsKernels buckets;
   CopyKernels copy;
   DropoutKernels dropout;
   ElementwiseKernels elementwise;
