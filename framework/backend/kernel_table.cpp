@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/cpu/kernel_table.h"
+#include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
 #include "backend/cuda/kernel_table.h"
@@ -23,6 +24,24 @@ const KernelTable& kernel_table(Device device) {
 #endif
   }
   throw Error("unknown device type " + std::to_string(static_cast<int>(device.type)));
+}
+
+void require_device(Device device, const std::string& what) {
+  if (device.is_cpu()) return;
+#ifndef CMHA_WITH_CUDA
+  throw Error(what + ": this cmha was built without CUDA (CMHA_CUDA=OFF, or no nvcc and CUDA toolkit were found "
+                     "when it was configured); use cpu");
+#else
+  const int count = cuda_device_count();
+  CMHA_CHECK(count > 0, what + ": no CUDA device is visible on this machine (no GPU or driver, or "
+                                "CUDA_VISIBLE_DEVICES hides them); use cpu");
+  CMHA_CHECK(device.index < count, what + ": there is no " + device.str() + " (" + std::to_string(count) +
+                                       " CUDA device" + (count == 1 ? "" : "s") + " visible)");
+  // Parameters reach the GPU through copy.transfer: without it nothing can run there.
+  CMHA_CHECK(kernel_table(device).copy.transfer != nullptr,
+             what + ": this version of cmha has no CUDA kernels yet, so nothing can run on " + device.str() +
+                 "; use cpu");
+#endif
 }
 
 void missing_kernel(const char* entry, Device device) {

@@ -27,6 +27,8 @@
 #include "backend/reduce.h"
 #include "backend/softmax.h"
 #include "backend/buckets.h"
+#include <string>
+
 #include "tensor/device.h"
 
 namespace cmha::backend {
@@ -53,6 +55,12 @@ struct KernelTable {
 // The table of `device`'s type. A CUDA device in a build without CUDA is an
 // error that says so.
 const KernelTable& kernel_table(Device device);
+
+// Checks at start-up that `device` can run cmha's ops in this build on this
+// machine; otherwise an error starting with `what` (e.g. "train.device=cuda")
+// that says why: no CUDA in the build, no GPU visible, no such index, or no
+// CUDA kernels in this version.
+void require_device(Device device, const std::string& what);
 
 // Throws "<entry>: no kernel for <device> in this build" (the CUDA table fills in
 // turn; an empty entry must never fall back to the CPU).

@@ -5,6 +5,7 @@
 #include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/bench.h"
+#include "train/device.h"
 
 namespace cmha::cli {
 
@@ -49,6 +50,7 @@ int bench_command(const Args& args) {
   if (recipe_path.empty()) throw Error("cmha bench needs a recipe file (try 'cmha bench --help')");
   const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));
+  train::recipe_device(recipe);
   const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
   return dist::run_or_abort(*comm, [&] {
     const train::BenchResult r =

@@ -12,7 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/model_config.h"
 #ifdef CMHA_WITH_CUDA
-#include "backend/cuda/runtime.h"
+#include "tensor/cuda_runtime.h"
 #endif
 
 #ifndef CMHA_VERSION

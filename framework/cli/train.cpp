@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "dist/launch.h"
 #include "tensor/error.h"
+#include "train/device.h"
 #include "train/image_task.h"
 #include "train/options.h"
 #include "train/run_results.h"
@@ -103,6 +104,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool
     t = std::max<long long>(1, std::min<long long>(omp_get_max_threads(), std::thread::hardware_concurrency() /
                                                                               comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
+  train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
 
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   std::unique_ptr<train::Task> task;

@@ -354,7 +354,7 @@ std::vector<NBest> generate(const nn::Transformer& model, const Tensor& src, con
 }
 
 Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
-  x.check_cpu("select_rows");
+  x.check_host("select_rows");  // host memcpy of rows; the GPU decoder (issue 16) needs an index kernel
   CMHA_CHECK(x.dim() >= 1, "select_rows: needs at least one dim, got " + x.describe());
   const int64_t n = x.size(0);
   for (int64_t r : rows)

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "autograd/engine.h"
 
 namespace cmha {
 
@@ -111,14 +110,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  autograd::NoGradGuard no_grad;
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<Tensor> contiguous;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    t.check_cpu("save_safetensors");
-    Tensor c = t.contiguous();
+    // Device tensors come to the host; detached, so nothing is recorded.
+    Tensor c = t.detach().to(Device::cpu()).contiguous();
     const uint64_t n = c.nbytes();
     header[name] = {{"dtype", st_dtype_name(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;

@@ -9,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 
 namespace cmha {
@@ -101,11 +102,6 @@ void release_cached_cpu_memory() {
   c.bytes = 0;
 }
 
-#ifdef CMHA_WITH_CUDA
-void* cuda_alloc(size_t nbytes, int device);
-void cuda_free(void* p, int device);
-#endif
-
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
     // aligned_alloc needs a size that is a multiple of the alignment.
@@ -128,8 +124,12 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 #endif
 }
 
+std::shared_ptr<Storage> Storage::borrowed(void* data, size_t nbytes, Device device) {
+  return std::shared_ptr<Storage>(new Storage(Borrow{}, data, nbytes, device));
+}
+
 Storage::~Storage() {
-  if (!data_) return;
+  if (!data_ || !owned_) return;
   if (device_.is_cpu()) {
     if (!give_cached(data_, capacity_)) std::free(data_);
     return;

@@ -9,9 +9,16 @@ namespace cmha {
 // A block of device memory shared by every tensor that views it.
 // CPU blocks are 64-byte aligned (one cache line, one AVX-512 vector).
 class Storage {
+  struct Borrow {};
+  Storage(Borrow, void* data, size_t nbytes, Device device)
+      : data_(data), nbytes_(nbytes), owned_(false), device_(device) {}
+
  public:
   static constexpr size_t kAlignment = 64;
   Storage(size_t nbytes, Device device);
+  // Memory owned elsewhere (another library's buffer, a device pointer):
+  // viewed, never freed. The owner keeps it alive while tensors view it.
+  static std::shared_ptr<Storage> borrowed(void* data, size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -24,6 +31,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   size_t capacity_ = 0;  // CPU: the block's real size (a cached block may be larger than asked)
+  bool owned_ = true;
   Device device_;
 };
 

@@ -1,11 +1,9 @@
 #include "tensor/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
-#include "autograd/engine.h"
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/strided.h"
 
 namespace cmha {
 
@@ -23,6 +21,29 @@ int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    CMHA_CHECK(da == db || da == 1 || db == 1, std::string(op) + ": shapes " + shape_str(a) + " and " +
+                                                   shape_str(b) + " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& out_shape) {
+  const size_t n = out_shape.size(), m = t.shape().size();
+  Shape s(n, 0);
+  for (size_t i = 0; i < m; ++i) {
+    const size_t o = n - m + i;
+    s[o] = t.shape()[i] == 1 && out_shape[o] != 1 ? 0 : t.strides()[i];
+  }
+  return s;
 }
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
@@ -46,21 +67,6 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
-}
-
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  if (device.is_cpu()) std::memset(t.raw_data(), 0, t.nbytes());
-  else t.fill_(0.0);
-  return t;
-}
-
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
-
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
-  return t;
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {
@@ -87,13 +93,15 @@ Tensor Tensor::from_vector_i32(const std::vector<int32_t>& values, const Shape& 
   return t;
 }
 
-Tensor Tensor::arange(int64_t n, DType dtype) {
-  Tensor t = empty({n}, dtype);
-  CMHA_DISPATCH(dtype, {
-    T* p = static_cast<T*>(t.raw_data());
-    for (int64_t i = 0; i < n; ++i) p[i] = cpu::store_from_double<T>(static_cast<double>(i));
-  });
-  return t;
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape)
+    CMHA_CHECK(d >= 0, "from_blob: shape " + shape_str(shape) + " has a negative size");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::borrowed(data, static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
 }
 
 // ---------------------------------------------------------------- metadata
@@ -161,100 +169,14 @@ Device common_device(const char* op, std::initializer_list<Tensor> ts) {
   return first ? first->device() : Device::cpu();
 }
 
-float Tensor::item() const {
-  CMHA_CHECK(numel() == 1, "item: expected a one-element tensor, got " + describe());
-  return to_float_vector()[0];
-}
+// ---------------------------------------------------------------- autograd meta
+// (The methods that compute -- copy_, fill_, zeros/full/arange, to(Device) --
+// are defined in backend/tensor_copy.cpp, through the kernel table; those that
+// record autograd history -- clone, contiguous, to(DType), item and the vector
+// reads, the views -- in autograd/tensor_methods.cpp and autograd/view.cpp:
+// Tensor's header sits below both layers so that kernels can take Tensors.)
 
-std::vector<float> Tensor::to_float_vector() const {
-  autograd::NoGradGuard no_grad;
-  Tensor c = contiguous().to(DType::f32);
-  const float* p = c.data<float>();
-  return std::vector<float>(p, p + c.numel());
-}
-
-std::vector<int64_t> Tensor::to_i64_vector() const {
-  autograd::NoGradGuard no_grad;
-  Tensor c = contiguous().to(DType::i64);
-  const int64_t* p = c.data<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
-}
-
-// ---------------------------------------------------------------- copies
-
-void Tensor::copy_(const Tensor& src) {
-  check_cpu("copy_");
-  src.check_cpu("copy_");
-  const Shape out_shape = cpu::broadcast_shapes(shape(), src.shape(), "copy_");
-  CMHA_CHECK(out_shape == shape(), "copy_: source " + src.describe() + " does not broadcast to " + describe());
-  const Shape src_strides = cpu::broadcast_strides(src, shape());
-  const Shape& dst_strides = strides();
-  char* dst_base = static_cast<char*>(raw_data());
-  const char* src_base = static_cast<const char*>(src.raw_data());
-  const DType dt = dtype(), st = src.dtype();
-  CMHA_DISPATCH(dt, {
-    using D = T;
-    D* d = reinterpret_cast<D*>(dst_base);
-    CMHA_DISPATCH(st, {
-      const T* s = reinterpret_cast<const T*>(src_base);
-      cpu::for_each_row<2>(shape(), {&dst_strides, &src_strides},
-                           [&](const std::array<int64_t, 2>& base, int64_t n, const std::array<int64_t, 2>& step) {
-                             D* dp = d + base[0];
-                             const T* sp = s + base[1];
-                             for (int64_t i = 0; i < n; ++i) dp[i * step[0]] = cpu::convert<D>(sp[i * step[1]]);
-                           });
-    });
-  });
-}
-
-void Tensor::fill_(double value) {
-  check_cpu("fill_");
-  const Shape& st = strides();
-  char* base = static_cast<char*>(raw_data());
-  CMHA_DISPATCH(dtype(), {
-    T* p = reinterpret_cast<T*>(base);
-    const T v = cpu::store_from_double<T>(value);
-    cpu::for_each_row<1>(shape(), {&st},
-                         [&](const std::array<int64_t, 1>& b, int64_t n, const std::array<int64_t, 1>& step) {
-                           for (int64_t i = 0; i < n; ++i) p[b[0] + i * step[0]] = v;
-                         });
-  });
-}
-
-Tensor Tensor::detach() const {
-  Tensor t = make_view(*this, shape(), strides(), offset());
-  return t;
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = Tensor::empty(shape(), dtype(), device());
-  out.copy_(*this);
-  if (autograd::needs_grad({*this}))
-    autograd::record(out, "clone", {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
-  return out;
-}
-
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return *this;
-  Tensor out = Tensor::empty(shape(), target, device());
-  out.copy_(*this);
-  if (is_floating(target) && is_floating(dtype()) && autograd::needs_grad({*this})) {
-    const DType source = dtype();
-    autograd::record(out, "to_dtype", {*this}, [source](const Tensor& g) { return std::vector<Tensor>{g.to(source)}; });
-  }
-  return out;
-}
-
-Tensor Tensor::to(Device target) const {
-  if (target == device()) return *this;
-  throw Error("to(" + target.str() + "): copies between devices need the CUDA backend, which this cmha lacks (" +
-              describe() + ")");
-}
+Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
 
 Tensor& Tensor::set_requires_grad(bool on) {
   CMHA_CHECK(!on || is_floating(dtype()), "set_requires_grad: only floating-point tensors can require grad, got " +

@@ -55,6 +55,9 @@ class Tensor {
   static Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape);
   static Tensor from_vector_i32(const std::vector<int32_t>& values, const Shape& shape);
   static Tensor arange(int64_t n, DType dtype = DType::f32);
+  // A contiguous tensor over memory owned elsewhere, on `device` (as
+  // torch.from_blob): never freed by cmha; the owner keeps it alive.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device);
   static Tensor scalar(float v) { return from_vector({v}, {}); }
 
   // ---- metadata ----
@@ -149,6 +152,11 @@ class Tensor {
 // The device that every defined tensor of `ts` lives on; mixing devices in
 // one op is an error naming `op` and both tensors.
 Device common_device(const char* op, std::initializer_list<Tensor> ts);
+
+// The shape two operands broadcast to (NumPy rules); throws naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Strides of `t` as seen from `out_shape` after broadcasting (0 on broadcast dims).
+Shape broadcast_strides(const Tensor& t, const Shape& out_shape);
 
 // Contiguous strides for a shape (row-major).
 Shape contiguous_strides(const Shape& shape);

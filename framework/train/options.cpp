@@ -93,6 +93,7 @@ std::vector<OptionSpec> build() {
   add("train.label_smoothing", T::real, "0.1", "Label smoothing of the cross-entropy", 0, 0.999);
   add("train.seed", T::integer, "1", "Seed of every random draw (initialisation, dropout, data order)", 0);
   add("train.threads", T::integer, "0", "CPU threads; 0 = all cores", 0, 4096);
+  add("train.device", T::string, "cpu", "Device to train on: cpu, cuda (= cuda:0) or cuda:N (checked at start-up)");
   add("train.task", T::string, "translation", "What to train", -1e300, 1e300,
       {"translation", "image_classification"});
   add("train.save_dir", T::string, "runs/default", "Run directory: checkpoints, metrics.jsonl, the resolved recipe");

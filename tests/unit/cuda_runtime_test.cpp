@@ -1,4 +1,4 @@
-// The CUDA runtime layer (backend/cuda/runtime.cpp). Without the backend, or
+// The CUDA runtime layer (tensor/cuda_runtime.cpp). Without the backend, or
 // without a GPU, device queries answer 0 and a CUDA tensor is a clear error;
 // with a GPU, device memory is allocated and freed.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include "tensor/device.h"
 #include "tensor/tensor.h"
 #ifdef CMHA_WITH_CUDA
-#include "backend/cuda/runtime.h"
+#include "tensor/cuda_runtime.h"
 #endif
 
 using namespace cmha;

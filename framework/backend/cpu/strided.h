@@ -40,9 +40,8 @@ void for_each_row(const Shape& shape, const std::array<const Shape*, K>& strides
   }
 }
 
-// Strides of `t` as seen from `out_shape` after broadcasting (0 on broadcast dims).
-Shape broadcast_strides(const Tensor& t, const Shape& out_shape);
-// The shape two operands broadcast to; throws naming `op` and both shapes.
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Broadcasting geometry is the tensor layer's (tensor/tensor.h).
+using ::cmha::broadcast_shapes;
+using ::cmha::broadcast_strides;
 
 }  // namespace cmha::cpu

@@ -1,6 +1,6 @@
 // Plain host code against the CUDA runtime API: built by the C++ compiler,
 // so the CUDA part of a build costs no nvcc time until kernels arrive.
-#include "backend/cuda/runtime.h"
+#include "tensor/cuda_runtime.h"
 
 #include <cuda_runtime_api.h>
 

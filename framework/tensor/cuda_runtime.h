@@ -1,7 +1,8 @@
 #pragma once
-// The CUDA runtime layer: device discovery and raw device memory. Compiled
-// only when cmha is built with CUDA (CMHA_WITH_CUDA); Storage and the device
-// queries in tensor/ call into it.
+// The CUDA runtime layer: device discovery and raw device memory, under the
+// tensor layer's Storage (the kernels are backend/cuda/'s). cuda_runtime.cpp
+// is compiled only when cmha is built with CUDA (CMHA_WITH_CUDA); without it
+// cuda_device_count() is 0 (device.cpp) and the rest is never called.
 #include <cstddef>
 #include <string>
 

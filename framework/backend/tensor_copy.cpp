@@ -1,0 +1,48 @@
+// Tensor's methods that compute without recording autograd history: the
+// factories that fill, copies, fills and moves between devices. Each runs the
+// kernel of the tensor's device (backend/copy.h).
+#include <string>
+
+#include "backend/kernels.h"
+#include "tensor/tensor.h"
+
+namespace cmha {
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype);
+  CMHA_KERNEL(t.device(), copy.iota)(t);
+  return t;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  const Device dev = common_device("copy_", {*this, src});
+  const Shape out_shape = broadcast_shapes(shape(), src.shape(), "copy_");
+  CMHA_CHECK(out_shape == shape(), "copy_: source " + src.describe() + " does not broadcast to " + describe());
+  CMHA_KERNEL(dev, copy.copy)(*this, src);
+}
+
+void Tensor::fill_(double value) { CMHA_KERNEL(device(), copy.fill)(*this, value); }
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  CMHA_CHECK(device().is_cpu() || target.is_cpu(), "to(" + target.str() + "): " + describe() +
+                                                        " goes through the host: copy it to the CPU first");
+  // A contiguous copy on this device first: transfer moves plain bytes.
+  Tensor src = is_contiguous() ? *this : Tensor::empty(shape(), dtype(), device());
+  if (!src.same(*this)) src.copy_(*this);
+  Tensor out = Tensor::empty(shape(), dtype(), target);
+  CMHA_KERNEL(target.is_cpu() ? device() : target, copy.transfer)(out, src);
+  return out;
+}
+
+}  // namespace cmha

@@ -1,0 +1,125 @@
+// Fixed-seed 50-update training runs (the local translation recipe on the toy
+// corpus, and the local Fashion-MNIST ViT on tiny images) must leave
+// byte-identical checkpoints from one version of cmha to the next, unless a
+// change means to alter the numbers (then re-record and say why). The
+// reference hashes live in tests/data/training_checksums.tsv, one line per
+// run and per machine signature: oneDNN's kernels and -march=native differ
+// between CPU models, so the bytes are only comparable on the same kind of
+// CPU with the same compiler. On a machine with no recorded line the test
+// says so and skips; record with CMHA_RECORD_CHECKSUMS=1 (it prints the lines
+// to add), on the code *before* the change being checked.
+#include <gtest/gtest.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/check.h"
+#include "support/files.h"
+#include "support/tiny_images.h"
+#include "support/toy_translation.h"
+#include "tensor/safetensors.h"
+
+namespace cmha {
+namespace {
+
+// The CPU model, oneDNN's instruction set and the compiler: what the bytes of a run depend on.
+std::string machine_signature() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown-cpu";
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return model + " | dnnl-isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) + " | " + __VERSION__;
+}
+
+// FNV-1a over every tensor (name, dtype, shape, bytes, in name order) and the
+// trainer state; the stored recipe is left out: it holds the run's paths (as
+// does an averaged checkpoint's trainer state, "averaged_from").
+std::string checkpoint_hash(const std::string& path) {
+  const SafetensorsFile f = load_safetensors(path);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const auto& [name, t] : f.tensors) {
+    mix(name.data(), name.size());
+    const std::string dt = dtype_name(t.dtype());
+    mix(dt.data(), dt.size());
+    mix(t.shape().data(), t.shape().size() * sizeof(int64_t));
+    mix(t.raw_data(), t.nbytes());
+  }
+  const auto trainer = f.metadata.find("trainer");
+  if (trainer != f.metadata.end() && trainer->second.find("averaged_from") == std::string::npos) mix(trainer->second.data(), trainer->second.size());
+  std::ostringstream s;
+  s << std::hex << h;
+  return s.str();
+}
+
+std::string recorded_hash(const std::string& run) {
+  std::ifstream in(std::string(CMHA_SOURCE_DIR) + "/tests/data/training_checksums.tsv");
+  const std::string prefix = machine_signature() + "\t" + run + "\t";
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+  return "";
+}
+
+std::string text_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  std::ostringstream s;
+  s << "text:" << std::hex << h;
+  return s.str();
+}
+
+// `what` is a checkpoint path, or a hash already made by text_hash.
+void expect_recorded(const std::string& run, const std::string& what) {
+  const std::string actual = what.rfind("text:", 0) == 0 ? what : checkpoint_hash(what);
+  if (std::getenv("CMHA_RECORD_CHECKSUMS")) {
+    std::cout << "add to tests/data/training_checksums.tsv:\n" << machine_signature() << "\t" << run << "\t" << actual
+              << "\n";
+    return;
+  }
+  const std::string expected = recorded_hash(run);
+  if (expected.empty())
+    GTEST_SKIP() << "no recorded checksum of '" << run << "' for this machine (" << machine_signature()
+                 << "); the run gave " << actual << " (record with CMHA_RECORD_CHECKSUMS=1 on the code before a change)";
+  EXPECT_EQ(actual, expected) << run << ": the checkpoint after 50 fixed-seed updates differs from the recorded one";
+}
+
+TEST(TrainingChecksum, LocalTranslationRecipeFiftyUpdates) {
+  const std::string dir = test::toy_dir("checksum");
+  test::write_toy_corpus(dir + "/test", 20, 3);
+  const auto r = test::run_cmha(
+      "train " + std::string(CMHA_SOURCE_DIR) + "/recipes/local/en_de_transformer_small.yaml train.save_dir=" + dir +
+      "/run data.train_prefix=" + dir + "/train data.valid_prefix=" + dir + "/valid data.test_prefix=" + dir +
+      "/test model.vocab_size=100 data.max_tokens=512 data.spm_sample_sentences=1000 train.max_updates=50 "
+      "train.save_every=25 train.validate_every=50 train.log_every=1000 lr.warmup=10 eval.valid_sentences=20 "
+      "eval.average_last=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_recorded("translation", dir + "/run/checkpoint_50.safetensors");
+  // What the rest of the run derives from it: the averaged model and the beam-search translations.
+  expect_recorded("translation-average", dir + "/run/checkpoint_average.safetensors");
+  const std::string hyp = test::read_file(dir + "/run/test.de.hyp");
+  ASSERT_FALSE(hyp.empty());
+  expect_recorded("translation-test-hyp", text_hash(hyp));
+}
+
+TEST(TrainingChecksum, FashionMnistVitFiftyUpdates) {
+  const std::string dir = test::temp_dir("checksum_vit");
+  test::write_tiny_fashion_mnist(dir, 200, 40);
+  const auto r = test::run_cmha("train " + test::tiny_run(dir, dir + "/run") +
+                                " train.max_updates=50 train.max_epochs=0 train.log_every=1000");
+  ASSERT_EQ(r.code, 0) << r.output;
+  expect_recorded("vit", dir + "/run/checkpoint_50.safetensors");
+}
+
+}  // namespace
+}  // namespace cmha
