@@ -34,7 +34,7 @@ const char* kScoreUsage =
 
 int score_command(const Args& args) {
   std::string checkpoint, src_path, tgt_path;
-  eval::TranslatorOptions opt;
+  train::TranslatorOptions opt;
   long long threads = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -60,7 +60,7 @@ int score_command(const Args& args) {
   CMHA_CHECK(sources.size() == targets.size(), "source file '" + src_path + "' has " + std::to_string(sources.size()) +
                                                    " lines but target file '" + tgt_path + "' has " +
                                                    std::to_string(targets.size()));
-  eval::Translator translator(checkpoint, opt);
+  train::Translator translator(checkpoint, opt);
   std::vector<int64_t> lengths;
   const std::vector<double> logprob = translator.score(sources, targets, &lengths);
   double total = 0;

@@ -49,7 +49,7 @@ std::vector<std::string> read_lines(std::istream& in) {
 
 int translate_command(const Args& args) {
   std::string checkpoint, input, output;
-  eval::TranslatorOptions opt;
+  train::TranslatorOptions opt;
   long long threads = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -83,7 +83,7 @@ int translate_command(const Args& args) {
     lines = read_lines(in);
   }
   const auto start = std::chrono::steady_clock::now();
-  eval::Translator translator(checkpoint, opt);
+  train::Translator translator(checkpoint, opt);
   std::ofstream out;
   if (!output.empty() && output != "-") {
     out.open(output, std::ios::binary | std::ios::trunc);

@@ -281,11 +281,11 @@ std::map<std::string, double> TranslationTask::validate() {
                                         {"perplexity", std::exp(nll / n)},
                                         {"accuracy", 100.0 * correct / n}};
   if (!bleu_sources_.empty()) {
-    eval::TranslatorOptions o;
+    TranslatorOptions o;
     o.spm_path = spm_path_;
     o.search.beam = valid_beam_;
     o.max_tokens = final_.max_tokens;
-    eval::Translator translator(*model_, o);
+    Translator translator(*model_, o);
     metrics["bleu"] = eval::corpus_bleu(translator.translate(bleu_sources_), bleu_references_).score;
   }
   model_->train();
@@ -305,14 +305,14 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
 
   const data::ParallelCorpus test =
       data::read_parallel_corpus(final_.test_prefix, final_.source_lang, final_.target_lang);
-  eval::TranslatorOptions o;
+  TranslatorOptions o;
   o.spm_path = spm_path_;
   o.search.beam = final_.beam;
   o.search.lenpen = final_.lenpen;
   o.search.max_len_a = final_.max_len_a;
   o.search.max_len_b = final_.max_len_b;
   o.max_tokens = final_.max_tokens;
-  eval::Translator translator(averaged, o);
+  Translator translator(averaged, o);
   const std::vector<std::string> hyps = translator.translate(test.source);
   const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
   {

@@ -14,7 +14,7 @@
 #include "train/model_config.h"
 #include "train/recipe.h"
 
-namespace cmha::eval {
+namespace cmha::train {
 
 namespace fs = std::filesystem;
 
@@ -71,7 +71,7 @@ void Translator::load_vocabulary(const std::string& model_name) {
                                           " pieces but " + model_name + " has a vocabulary of " +
                                           std::to_string(cfg.tgt_vocab) + ": they do not belong together");
   CMHA_CHECK(sp_->eos_id() >= 0, "SentencePiece model '" + spm + "' has no end-of-sentence piece (eos_id = -1)");
-  SearchOptions& s = options_.search;
+  eval::SearchOptions& s = options_.search;
   s.eos = sp_->eos_id();
   s.bos = sp_->bos_id() >= 0 ? sp_->bos_id() : s.eos;
   s.pad = sp_->pad_id();
@@ -99,9 +99,9 @@ std::string Translator::decode(const std::vector<int64_t>& ids) const {
   return sp_->DecodeIds(v);
 }
 
-std::vector<Hypothesis> Translator::translate_ids(const std::vector<std::vector<int64_t>>& sources) {
+std::vector<eval::Hypothesis> Translator::translate_ids(const std::vector<std::vector<int64_t>>& sources) {
   autograd::NoGradGuard no_grad;
-  std::vector<Hypothesis> out;
+  std::vector<eval::Hypothesis> out;
   if (sources.empty()) return out;
   const int64_t B = static_cast<int64_t>(sources.size());
   int64_t S = 1;
@@ -115,8 +115,8 @@ std::vector<Hypothesis> Translator::translate_ids(const std::vector<std::vector<
       ids[b * S + static_cast<int64_t>(j)] = sources[b][j];
       p[b * S + static_cast<int64_t>(j)] = false;
     }
-  std::vector<NBest> nbest = generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
-  for (NBest& n : nbest) out.push_back(n.empty() ? Hypothesis{} : std::move(n.front()));
+  std::vector<eval::NBest> nbest = eval::generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
+  for (eval::NBest& n : nbest) out.push_back(n.empty() ? eval::Hypothesis{} : std::move(n.front()));
   return out;
 }
 
@@ -125,7 +125,7 @@ std::vector<double> Translator::score(const std::vector<std::string>& sources, c
   CMHA_CHECK(sources.size() == targets.size(), "score: " + std::to_string(sources.size()) + " sources but " +
                                                    std::to_string(targets.size()) + " targets");
   autograd::NoGradGuard no_grad;
-  const SearchOptions& so = options_.search;
+  const eval::SearchOptions& so = options_.search;
   const int64_t pad_id = so.pad >= 0 ? so.pad : so.eos;
   std::vector<std::vector<int64_t>> src, tgt;  // tgt: pieces + EOS (the decoder's outputs)
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -199,7 +199,7 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
     while (j < order.size() && static_cast<int64_t>(j - i + 1) * longest <= options_.max_tokens) ++j;
     std::vector<std::vector<int64_t>> batch;
     for (size_t m = i; m < j; ++m) batch.push_back(sources[order[m]]);
-    const std::vector<Hypothesis> hyps = translate_ids(batch);
+    const std::vector<eval::Hypothesis> hyps = translate_ids(batch);
     for (size_t m = i; m < j; ++m) out[order[m]] = decode(hyps[m - i].tokens);
     done += j - i;
     i = j;
@@ -208,4 +208,4 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
   return out;
 }
 
-}  // namespace cmha::eval
+}  // namespace cmha::train

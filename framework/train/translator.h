@@ -20,11 +20,11 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace cmha::eval {
+namespace cmha::train {
 
 struct TranslatorOptions {
   std::string spm_path;       // empty: default_spm_path(checkpoint)
-  SearchOptions search;       // bos/eos/pad/vocab_limit are taken from the SentencePiece model
+  eval::SearchOptions search;       // bos/eos/pad/vocab_limit are taken from the SentencePiece model
   int64_t max_tokens = 4096;  // source tokens (padding included) per batch
 };
 
@@ -50,7 +50,7 @@ class Translator {
   std::vector<std::string> translate(const std::vector<std::string>& lines,
                                      const std::function<void(size_t, size_t)>& on_batch = {});
   // The best hypothesis of each source token sequence (ids with their EOS).
-  std::vector<Hypothesis> translate_ids(const std::vector<std::vector<int64_t>>& sources);
+  std::vector<eval::Hypothesis> translate_ids(const std::vector<std::vector<int64_t>>& sources);
 
   // Teacher-forced log-probability (natural log) of each target given its
   // source: Σ log p over the target's pieces and its EOS. `tokens` (when
@@ -62,7 +62,7 @@ class Translator {
   std::string decode(const std::vector<int64_t>& ids) const;
 
   const nn::Transformer& model() const { return *model_; }
-  const SearchOptions& search_options() const { return options_.search; }
+  const eval::SearchOptions& search_options() const { return options_.search; }
   const std::string& spm_path() const { return options_.spm_path; }
 
  private:
@@ -76,4 +76,4 @@ class Translator {
   int64_t max_source_ = 0;  // 0: no limit (sinusoidal positions)
 };
 
-}  // namespace cmha::eval
+}  // namespace cmha::train

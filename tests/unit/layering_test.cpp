@@ -8,10 +8,11 @@
 //   optim     the Optimizer interface, Adam/AdamW/SGD, schedules, clipping, EMA
 //   dist      the Communicator: single, MPI (NCCL next)
 //   data      corpora, vocabularies, batches, images, loaders
-//   recipe    recipes and the option registry, model configuration, checkpoints
-//   compress  CP-ALS, collaborative re-parametrisation, head redundancy
-//   eval      beam search, the translator, BLEU, accuracy
-//   train     the trainer, tasks, gradient buckets, benchmarks, sweeps
+//   eval      beam search, BLEU (sacreBLEU-compatible, compound-split), accuracy
+//   train     recipes and the option registry, model configuration, checkpoints,
+//             the trainer, tasks, gradient buckets, the translator, benchmarks, sweeps
+//   compress  CP-ALS, collaborative re-parametrisation, head redundancy: post hoc,
+//             on trained checkpoints (it reads them through train/)
 //   cli       the cmha command
 //
 // A header's place is its first path component. Tensor's header sits at the
@@ -30,8 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kLayers = {"tensor",   "backend", "autograd", "nn",    "optim", "dist",
-                                          "data",     "recipe",  "compress", "eval",  "train", "cli"};
+const std::vector<std::string> kLayers = {"tensor", "backend", "autograd", "nn",       "optim", "dist",
+                                          "data",   "eval",    "train",    "compress", "cli"};
 
 int layer_of(const std::string& folder) {
   for (size_t i = 0; i < kLayers.size(); ++i)

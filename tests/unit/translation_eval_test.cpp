@@ -44,10 +44,10 @@ TEST(TranslationEval, ScoresSumToTheValidationLoss) {
   train::Trainer(r, task, comm).run();
   const auto metrics = task.validate();  // every toy pair is within data.max_len, so none is dropped
 
-  eval::TranslatorOptions o;
+  train::TranslatorOptions o;
   o.spm_path = dir + "/run/spm.model";
   o.max_tokens = 97;  // several batches of different lengths
-  eval::Translator translator(task.transformer(), o);
+  train::Translator translator(task.transformer(), o);
   const auto src = test::read_lines(dir + "/valid.en"), tgt = test::read_lines(dir + "/valid.de");
   std::vector<int64_t> pieces;
   const std::vector<double> logprob = translator.score(src, tgt, &pieces);
@@ -96,9 +96,9 @@ TEST(TranslationEval, ValidationReportsBleuAndFinalEvaluationAveragesAndScores) 
   EXPECT_DOUBLE_EQ(res.at("bleu_compound").get<double>(), eval::corpus_bleu(hyps, refs, compound).score);
   EXPECT_TRUE(has(res.at("bleu_line").get<std::string>(), "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"));
   // The averaged model is what translated: `cmha translate` on it gives the same lines.
-  eval::TranslatorOptions o;
+  train::TranslatorOptions o;
   o.search.beam = 2;
-  eval::Translator averaged(dir + "/run/checkpoint_average.safetensors", o);
+  train::Translator averaged(dir + "/run/checkpoint_average.safetensors", o);
   const auto src = test::read_lines(dir + "/valid.en");
   EXPECT_EQ(averaged.translate({src.begin(), src.begin() + 5}), std::vector<std::string>(hyps.begin(), hyps.begin() + 5));
   fs::remove_all(dir);
