@@ -115,9 +115,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t n_dim = x.shape()[d];
   const backend::OutOfRange bad = CMHA_KERNEL(dev, index.find_out_of_range)(idx, n_dim);
   CMHA_CHECK(bad.position < 0,
-             "gather: index value " + std::to_string(bad.value) + " at position " + position_str(bad.position, idx.shape()) +
-                 " is out of range for dim " + std::to_string(d) + " of x " + x.describe() + " (size " +
-                 std::to_string(n_dim) + ")");
+             "gather: index value " + std::to_string(bad.value) + " at position " +
+                 position_str(bad.position, idx.shape()) + " is out of range for dim " + std::to_string(d) +
+                 " of x " + x.describe() + " (size " + std::to_string(n_dim) + ")");
 
   Tensor out = Tensor::empty(idx.shape(), x.dtype(), dev);  // [index shape]
   CMHA_KERNEL(dev, index.gather)(x, idx, out, d);

@@ -34,14 +34,14 @@ struct LossKernels {
   // Label-smoothed cross-entropy (lse = log Σ exp z, t = target[i]):
   //   row_loss[i] = (1-ε)·(lse - z_t) + ε·(lse - mean_c z_c)
   // and max[i], log_sum[i] as above; rows with t == ignore_index get 0 in all
-  // three. z: contiguous f32 [..., C] (N rows); target: contiguous i64 [N], every target
-  // ignore_index or in [0, C) (count_targets checked); row_loss, max, log_sum:
-  // contiguous f32 of N elements, preallocated.
+  // three. z: contiguous f32 [..., C] holding N rows; target: contiguous i64
+  // [N], every target ignore_index or in [0, C) (count_targets checked);
+  // row_loss, max, log_sum: contiguous f32 of N elements, preallocated.
   void (*cross_entropy_forward)(const Tensor& z, const Tensor& target, const Tensor& row_loss, const Tensor& max,
                                 const Tensor& log_sum, float eps, int64_t ignore_index) = nullptr;
   // dz[i, c] = (softmax(z_i)_c - ε/C - (1-ε)·[c == t]) · scale_i, 0 on ignored
   // rows. z, target, max, log_sum: what forward read and wrote; g: contiguous
-  // f32, [N] when per_row else one element; dz: contiguous f32 [N, C],
+  // f32, [N] when per_row else one element; dz: contiguous f32 of z's shape,
   // preallocated.
   void (*cross_entropy_backward)(const Tensor& z, const Tensor& target, const Tensor& max, const Tensor& log_sum,
                                  const Tensor& g, const Tensor& dz, float eps, int64_t ignore_index, bool per_row,
@@ -49,14 +49,14 @@ struct LossKernels {
 
   // Soft-target cross-entropy with the smoothing folded into the targets,
   // q' = (1-ε)·q + ε/C:  row_loss[i] = Σ_c q'_c·(lse - z_c), and max, log_sum.
-  // z, q: contiguous f32 [..., C] (N rows); row_loss, max, log_sum: contiguous f32 of N
-  // elements, preallocated.
+  // z, q: contiguous f32 [..., C] holding N rows; row_loss, max, log_sum:
+  // contiguous f32 of N elements, preallocated.
   void (*soft_cross_entropy_forward)(const Tensor& z, const Tensor& q, const Tensor& row_loss, const Tensor& max,
                                      const Tensor& log_sum, float eps) = nullptr;
   // With S = Σ_c q'_c: dz[i, c] = (S·p_c - q'_c)·scale_i and
   // dq[i, c] = -(1-ε)·log p_c·scale_i. z, q, max, log_sum: what forward read
-  // and wrote; g as for cross_entropy_backward; dz, dq: contiguous f32
-  // [N, C], preallocated.
+  // and wrote; g as for cross_entropy_backward; dz, dq: contiguous f32 of z's
+  // shape, preallocated.
   void (*soft_cross_entropy_backward)(const Tensor& z, const Tensor& q, const Tensor& max, const Tensor& log_sum,
                                       const Tensor& g, const Tensor& dz, const Tensor& dq, float eps, bool per_row,
                                       float denom) = nullptr;
