@@ -1,9 +1,13 @@
-// matmul and linear through oneDNN. Backward passes transposed views straight
-// to oneDNN (it takes strides), so no transpose is ever copied.
+// matmul and linear through the matmul kernel (oneDNN on the CPU). Backward
+// passes transposed views straight to the kernel (it takes strides), so no
+// transpose is ever copied.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "backend/cpu/onednn.h"
-#include "backend/cpu/strided.h"
+#include "backend/kernels.h"
 
 namespace cmha {
 
@@ -12,7 +16,21 @@ namespace {
 void check_matmul_operand(const Tensor& t, const char* op) {
   CMHA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
              std::string(op) + ": expected f32 or bf16, got " + t.describe());
-  t.check_cpu(op);
+}
+
+// The batch shape two operands' batch dims broadcast to (NumPy rules); throws
+// naming both shapes.
+Shape broadcast_batch(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    CMHA_CHECK(da == db || da == 1 || db == 1,
+               "matmul: shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 // oneDNN wants the last two dims dense in one orientation; anything else
@@ -43,17 +61,18 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   CMHA_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: " + a.describe() + " and " + b.describe());
   CMHA_CHECK(a.size(-1) == b.size(-2), "matmul: inner sizes differ: " + a.describe() + " @ " + b.describe());
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
-  Shape out_shape = cpu::broadcast_shapes(batch_a, batch_b, "matmul");
+  const Device dev = common_device("matmul", {a, b});
+  Shape out_shape = broadcast_batch(batch_a, batch_b);
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
   const int64_t n = static_cast<int64_t>(out_shape.size());
-  Tensor out = Tensor::empty(out_shape, a.dtype());
+  Tensor out = Tensor::empty(out_shape, a.dtype(), dev);
   if (out.numel() == 0) return out;
   if (a.size(-1) == 0) {
     out.zero_();
     return out;
   }
-  cpu::matmul_into(dense_inner(lead_pad(a, n)), dense_inner(lead_pad(b, n)), Tensor(), out);
+  CMHA_KERNEL(dev, matmul.matmul)(dense_inner(lead_pad(a, n)), dense_inner(lead_pad(b, n)), Tensor(), out);
   return out;
 }
 
@@ -88,6 +107,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                "linear: bias must be [" + std::to_string(w.size(0)) + "], got " + bias.describe());
     bias.check_dtype(DType::f32, "linear bias");
   }
+  const Device dev = common_device("linear", {x, w, bias});
   const int64_t in = w.size(1), outf = w.size(0);
   // Under bf16 autocast the GEMMs read bf16 copies of x, W and the incoming
   // gradient and write f32: the weights and every gradient stay f32.
@@ -100,8 +120,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     x2 = x2.to(DType::bf16);
     w2 = w2.to(DType::bf16);
   }
-  Tensor y2 = Tensor::empty({x2.size(0), outf}, out_dtype);
-  if (y2.numel() > 0) cpu::matmul_into(dense_inner(x2), w2.transpose(0, 1), bias.defined() ? bias.detach() : Tensor(), y2);
+  Tensor y2 = Tensor::empty({x2.size(0), outf}, out_dtype, dev);
+  if (y2.numel() > 0)
+    CMHA_KERNEL(dev, matmul.matmul)(dense_inner(x2), w2.transpose(0, 1),
+                                    bias.defined() ? bias.detach().contiguous() : Tensor(), y2);
   Shape out_shape = x.shape();
   out_shape.back() = outf;
   Tensor out = y2.view(out_shape);
@@ -112,15 +134,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                      [x2, w2, gx, gw, gbias, x_shape, in, outf, bf16, out_dtype](const Tensor& g) {
                        Tensor g2 = g.reshape({-1, outf});  // [N, out]
                        Tensor gm = dense_inner(bf16 ? g2.to(DType::bf16) : g2);
+                       const Device gdev = common_device("linear backward", {gm, w2});
                        std::vector<Tensor> grads(3);
                        if (gx) {  // [N, out] @ [out, in] -> [N, in]
-                         Tensor dx = Tensor::empty({g2.size(0), in}, out_dtype);
-                         cpu::matmul_into(gm, w2, Tensor(), dx);
+                         Tensor dx = Tensor::empty({g2.size(0), in}, out_dtype, gdev);
+                         CMHA_KERNEL(gdev, matmul.matmul)(gm, w2, Tensor(), dx);
                          grads[0] = dx.view(x_shape);
                        }
                        if (gw) {  // [out, N] @ [N, in] -> [out, in]
-                         Tensor dw = Tensor::empty({outf, in}, out_dtype);
-                         cpu::matmul_into(gm.transpose(0, 1), dense_inner(x2), Tensor(), dw);
+                         Tensor dw = Tensor::empty({outf, in}, out_dtype, gdev);
+                         CMHA_KERNEL(gdev, matmul.matmul)(gm.transpose(0, 1), dense_inner(x2), Tensor(), dw);
                          grads[1] = dw;
                        }
                        if (gbias) grads[2] = sum(g2.to(DType::f32), {0});

@@ -114,7 +114,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
     Shape in_shape = shape();
     DType dt = dtype();
     autograd::record(out, "slice", {*this}, [in_shape, dt, d, start, end, step](const Tensor& g) {
-      Tensor full = Tensor::zeros(in_shape, dt);
+      Tensor full = Tensor::zeros(in_shape, dt, g.device());
       full.slice(d, start, end, step).copy_(g);
       return std::vector<Tensor>{full};
     });

@@ -71,7 +71,7 @@ void key_of(Key& k, const Tensor& t) {
 
 }  // namespace
 
-void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c) {
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c) {
   thread_local Key key;  // reused: no allocation once it has grown
   key.clear();
   key.push_back(omp_get_max_threads());

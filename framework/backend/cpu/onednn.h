@@ -10,7 +10,7 @@ namespace cmha::cpu {
 // c[..., M, N] preallocated; all have the same number of dims, batch dims
 // equal or 1 (broadcast). Any of a, b may be a transposed view: strides are
 // passed to oneDNN as they are. bias (optional) is [N], f32.
-void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& c);
+void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c);
 
 // Number of matmul primitives created so far (for tests of the cache).
 size_t matmul_primitives_created();
