@@ -18,21 +18,6 @@ void check_matmul_operand(const Tensor& t, const char* op) {
              std::string(op) + ": expected f32 or bf16, got " + t.describe());
 }
 
-// The batch shape two operands' batch dims broadcast to (NumPy rules); throws
-// naming both shapes.
-Shape broadcast_batch(const Shape& a, const Shape& b) {
-  const size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    CMHA_CHECK(da == db || da == 1 || db == 1,
-               "matmul: shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 // oneDNN wants the last two dims dense in one orientation; anything else
 // (e.g. a slice with a step) is copied first.
 Tensor dense_inner(const Tensor& t) {
@@ -62,7 +47,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   CMHA_CHECK(a.size(-1) == b.size(-2), "matmul: inner sizes differ: " + a.describe() + " @ " + b.describe());
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
   const Device dev = common_device("matmul", {a, b});
-  Shape out_shape = broadcast_batch(batch_a, batch_b);
+  Shape out_shape = broadcast_shapes(batch_a, batch_b, "matmul");
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
   const int64_t n = static_cast<int64_t>(out_shape.size());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/parallel.h"
 #include "tensor/tensor.h"
 
 namespace cmha::cpu {
@@ -26,7 +27,7 @@ void for_each_row(const Shape& shape, const std::array<const Shape*, K>& strides
   std::array<int64_t, K> step;
   for (size_t k = 0; k < K; ++k) step[k] = (*strides[k])[nd - 1];
   // Parallel only when there is enough work to pay for the threads.
-  const bool parallel = rows > 1 && rows * inner >= 32768;
+  const bool parallel = rows > 1 && rows * inner >= kParallelMin;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) {
     std::array<int64_t, K> base{};
