@@ -10,25 +10,26 @@ namespace cmha::cpu {
 
 namespace {
 
+// `t` without autograd history, for the scratch views and copies below.
+Tensor untracked(const Tensor& t) { return t.requires_grad() ? t.detach() : t; }
+
 // Sums x (f32) over the `reduced` dims into out[outer], accumulating in double.
-void sum(const Tensor& x_in, const std::vector<int64_t>& reduced, const Tensor& out_t) {
-  const Tensor x = x_in.detach();  // the copies below are scratch, outside autograd
-  std::vector<int64_t> kept;
+void sum(const Tensor& x, const std::vector<int64_t>& reduced, const Tensor& out_t) {
   int64_t outer = 1, inner = 1;  // kept elements, reduced elements per kept element
   for (int64_t i = 0, k = 0; i < x.dim(); ++i) {
     if (k < static_cast<int64_t>(reduced.size()) && reduced[k] == i) {
       inner *= x.shape()[i];
       ++k;
     } else {
-      kept.push_back(i);
       outer *= x.shape()[i];
     }
   }
+  const bool any_kept = static_cast<int64_t>(reduced.size()) < x.dim();
   float* out = out_t.data<float>();
   // Leading dims reduced on a contiguous tensor: column sums (bias gradients).
   bool leading = x.is_contiguous();
   for (size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int64_t>(i);
-  if (leading && !reduced.empty() && !kept.empty()) {
+  if (leading && !reduced.empty() && any_kept) {
     const float* px = x.data<float>();
     const int64_t rows = inner, cols = outer;
     constexpr int64_t kBlock = 256;
@@ -45,9 +46,13 @@ void sum(const Tensor& x_in, const std::vector<int64_t>& reduced, const Tensor& 
     return;
   }
   // Otherwise bring the reduced dims last and sum rows.
-  std::vector<int64_t> order = kept;
+  std::vector<int64_t> order;
+  for (int64_t i = 0, k = 0; i < x.dim(); ++i) {
+    if (k < static_cast<int64_t>(reduced.size()) && reduced[k] == i) ++k;
+    else order.push_back(i);
+  }
   order.insert(order.end(), reduced.begin(), reduced.end());
-  Tensor xc = x.permute(order).contiguous();
+  Tensor xc = untracked(x).permute(order).contiguous();
   const float* px = xc.data<float>();
 #pragma omp parallel for schedule(static) if (outer * inner >= kParallelMin && outer > 1)
   for (int64_t o = 0; o < outer; ++o) {
@@ -59,9 +64,8 @@ void sum(const Tensor& x_in, const std::vector<int64_t>& reduced, const Tensor& 
 }
 
 // Values and first-max indices along `dim` (f32 input).
-void max(const Tensor& x_in, int64_t dim, const Tensor& values_out, const Tensor& indices_out) {
-  const Tensor x = x_in.detach();
-  Tensor xc = x.transpose(dim, -1).contiguous();
+void max(const Tensor& x, int64_t dim, const Tensor& values_out, const Tensor& indices_out) {
+  Tensor xc = untracked(x).transpose(dim, -1).contiguous();
   Shape out_shape = xc.shape();
   const int64_t inner = out_shape.back();
   out_shape.pop_back();
@@ -92,9 +96,9 @@ void max(const Tensor& x_in, int64_t dim, const Tensor& values_out, const Tensor
 
 // Routes each gradient to the position of its maximum.
 void max_backward(const Tensor& g, const Tensor& indices, int64_t d, const Tensor& dx) {
-  Tensor gk = g.detach().contiguous();
+  Tensor gk = untracked(g).contiguous();
   Tensor gt = dx.transpose(d, -1);  // view: [..., n]
-  Tensor gkt = gk.transpose(d, -1).contiguous(), it = indices.detach().transpose(d, -1).contiguous();
+  Tensor gkt = gk.transpose(d, -1).contiguous(), it = untracked(indices).transpose(d, -1).contiguous();
   Tensor gtc = gt.contiguous();
   float* pg = gtc.data<float>();
   const float* pv = gkt.data<float>();
