@@ -1,29 +1,23 @@
-// layer_norm over the last dim, forward and backward.
-// Forward, per row of D values: mean μ and rstd = 1/√(var + eps), two-pass
-// in double (no cancellation when |μ| ≫ σ), then y = (x - μ)·rstd·w + b.
-// μ and rstd are saved per row for the backward pass.
-#include <algorithm>
-#include <cmath>
+// layer_norm over the last dim, forward and backward: the checks and the
+// autograd record; the loops are the layer_norm kernels (backend/layer_norm.h).
+// The forward saves each row's mean and rstd for the backward pass.
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/kernels.h"
 
 namespace cmha {
 
 namespace {
 
-constexpr int64_t kParallelMin = 32768;  // below this, waking threads costs more than it saves
-// dweight/dbias are summed over rows in this many fixed row ranges, then the
-// range sums are added in order: the result does not depend on the thread count.
-constexpr int64_t kChunks = 64;
-
 void check_affine(const Tensor& p, const char* what, const Tensor& x, int64_t d) {
   if (!p.defined()) return;
-  CMHA_CHECK(p.dtype() == DType::f32 && p.device().is_cpu() && p.shape() == Shape{d},
+  CMHA_CHECK(p.dtype() == DType::f32 && p.shape() == Shape{d},
              std::string("layer_norm: ") + what + " must be f32[" + std::to_string(d) +
-                 "] on cpu to match the last dim of the input " + x.describe() + ", got " + p.describe());
+                 "] to match the last dim of the input " + x.describe() + ", got " + p.describe());
 }
 
 std::string format(float v) {
@@ -32,153 +26,28 @@ std::string format(float v) {
   return s.str();
 }
 
-template <bool kWeight, bool kBias>
-void forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
-             int64_t d, float eps) {
-#pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < d; ++j) sum += xr[j];
-    const float mu = static_cast<float>(sum / static_cast<double>(d));
-    double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < d; ++j) {
-      const double dev = xr[j] - mu;
-      sq += dev * dev;
-    }
-    const float rs = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
-    mean[r] = mu;
-    rstd[r] = rs;
-#pragma omp simd
-    for (int64_t j = 0; j < d; ++j) {
-      float v = (xr[j] - mu) * rs;
-      if constexpr (kWeight) v *= w[j];
-      if constexpr (kBias) v += b[j];
-      yr[j] = v;
-    }
-  }
-}
-
-// With x̂ = (x - μ)·rstd and ĝ = g·w:
-//   dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ·x̂))
-//   dweight = Σ_rows g·x̂,  dbias = Σ_rows g
-// Rows are split into fixed chunks; each chunk sums its rows' g·x̂ and g
-// while computing dx: in f32 over blocks of kBlockRows rows (cheap, and
-// short enough to stay accurate), each block then added into the chunk's
-// slice of `partial` ([chunks, 2, D], double).
-template <bool kWeight, bool kDx, bool kAffine>
-void backward(const float* x, const float* w, const float* g, const float* mean, const float* rstd, float* dx,
-              double* partial, int64_t rows, int64_t d) {
-  constexpr int64_t kBlockRows = 32;
-  const int64_t chunks = std::min(rows, kChunks);
-#pragma omp parallel for schedule(static) if (chunks > 1 && rows * d >= kParallelMin)
-  for (int64_t c = 0; c < chunks; ++c) {
-    std::vector<float> block(kAffine ? 2 * d : 0, 0.0f);  // [2, D]: Σ g·x̂, Σ g over the block
-    float* bw = block.data();
-    float* bb = bw + d;
-    const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * d;
-      const float* gr = g + r * d;
-      const float mu = mean[r], rs = rstd[r];
-      float mean_g = 0.0f, mean_gx = 0.0f;
-      if constexpr (kDx) {
-        float sg = 0.0f, sgx = 0.0f;
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int64_t j = 0; j < d; ++j) {
-          const float gh = kWeight ? gr[j] * w[j] : gr[j];
-          sg += gh;
-          sgx += gh * ((xr[j] - mu) * rs);
-        }
-        mean_g = sg / static_cast<float>(d);
-        mean_gx = sgx / static_cast<float>(d);
-      }
-      // Two loops, not one: the dx stores miss the cache, and sharing the
-      // store buffer with the block sums' stores stalls both.
-      if constexpr (kDx) {
-        float* dr = dx + r * d;
-#pragma omp simd
-        for (int64_t j = 0; j < d; ++j) {
-          const float xh = (xr[j] - mu) * rs;
-          const float gh = kWeight ? gr[j] * w[j] : gr[j];
-          dr[j] = rs * (gh - mean_g - xh * mean_gx);
-        }
-      }
-      if constexpr (kAffine) {
-#pragma omp simd
-        for (int64_t j = 0; j < d; ++j) {
-          bw[j] += gr[j] * ((xr[j] - mu) * rs);
-          bb[j] += gr[j];
-        }
-      }
-      if (kAffine && ((r - r0 + 1) % kBlockRows == 0 || r + 1 == r1)) {
-        double* pc = partial + c * 2 * d;
-#pragma omp simd
-        for (int64_t j = 0; j < 2 * d; ++j) {
-          pc[j] += bw[j];
-          bw[j] = 0.0f;
-        }
-      }
-    }
-  }
-}
-
-template <bool kWeight>
-void backward_dispatch(bool need_dx, bool need_affine, const float* x, const float* w, const float* g,
-                       const float* mean, const float* rstd, float* dx, double* partial, int64_t rows, int64_t d) {
-  if (need_dx && need_affine) backward<kWeight, true, true>(x, w, g, mean, rstd, dx, partial, rows, d);
-  else if (need_dx) backward<kWeight, true, false>(x, w, g, mean, rstd, dx, partial, rows, d);
-  else if (need_affine) backward<kWeight, false, true>(x, w, g, mean, rstd, dx, partial, rows, d);
-}
-
 // What the backward pass keeps from the forward.
 struct Saved {
   Tensor x, weight, mean, rstd;  // x contiguous [rows, D]; weight [D] or undefined; mean, rstd [rows]
-  int64_t rows, d;
+  int64_t d;
   bool need_dx, need_w, need_b;
 };
 
 std::vector<Tensor> layer_norm_backward(const Saved& s, const Tensor& g) {
+  const Device dev = common_device("layer_norm backward", {s.x, g});
   Tensor gc = g.is_contiguous() ? g : g.contiguous();
-  Tensor dx = s.need_dx ? Tensor::empty(s.x.shape()) : Tensor();
-  const bool need_affine = s.need_w || s.need_b;
-  const int64_t chunks = std::min(s.rows, kChunks);
-  std::vector<double> partial(need_affine ? chunks * 2 * s.d : 0, 0.0);
-  const float* w = s.weight.defined() ? s.weight.data<float>() : nullptr;
-  float* pdx = s.need_dx ? dx.data<float>() : nullptr;
-  if (w)
-    backward_dispatch<true>(s.need_dx, need_affine, s.x.data<float>(), w, gc.data<float>(), s.mean.data<float>(),
-                            s.rstd.data<float>(), pdx, partial.data(), s.rows, s.d);
-  else
-    backward_dispatch<false>(s.need_dx, need_affine, s.x.data<float>(), w, gc.data<float>(), s.mean.data<float>(),
-                             s.rstd.data<float>(), pdx, partial.data(), s.rows, s.d);
-  if (!need_affine) return {dx, Tensor(), Tensor()};
-
-  // [chunks, 2, D] -> [2, D], adding the chunks in order.
-  std::vector<double> total(2 * s.d, 0.0);
-  for (int64_t c = 0; c < chunks; ++c) {
-    const double* part = partial.data() + c * 2 * s.d;
-#pragma omp simd
-    for (int64_t j = 0; j < 2 * s.d; ++j) total[j] += part[j];
-  }
-  Tensor dw = Tensor::empty({s.d}), db = Tensor::empty({s.d});
-  float* pw = dw.data<float>();
-  float* pb = db.data<float>();
-  for (int64_t j = 0; j < s.d; ++j) {
-    pw[j] = static_cast<float>(total[j]);
-    pb[j] = static_cast<float>(total[s.d + j]);
-  }
-  return {dx, s.need_w ? dw : Tensor(), s.need_b ? db : Tensor()};
+  Tensor dx = s.need_dx ? Tensor::empty(s.x.shape(), DType::f32, dev) : Tensor();
+  Tensor dw = s.need_w ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
+  Tensor db = s.need_b ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
+  CMHA_KERNEL(dev, layer_norm.backward)(s.x, s.weight, gc, s.mean, s.rstd, dx, dw, db);
+  return {dx, dw, db};
 }
 
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   x.check_dtype(DType::f32, "layer_norm");
-  x.check_cpu("layer_norm");
+  const Device dev = common_device("layer_norm", {x, weight, bias});
   CMHA_CHECK(x.dim() >= 1, "layer_norm: expected an input with at least one dim, got " + x.describe());
   CMHA_CHECK(eps >= 0.0f, "layer_norm: eps must be >= 0, got " + format(eps));
   const int64_t d = x.shape().back();
@@ -188,20 +57,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.shape()[i];
 
   Tensor xc = x.is_contiguous() ? x : x.detach().contiguous();
-  Tensor out = Tensor::empty(x.shape());
-  Tensor mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
-  const float* w = weight.defined() ? weight.data<float>() : nullptr;
-  const float* b = bias.defined() ? bias.data<float>() : nullptr;
-  auto run = [&](auto kernel) {
-    kernel(xc.data<float>(), w, b, out.data<float>(), mean.data<float>(), rstd.data<float>(), rows, d, eps);
-  };
-  if (w && b) run(forward<true, true>);
-  else if (w) run(forward<true, false>);
-  else if (b) run(forward<false, true>);
-  else run(forward<false, false>);
+  Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
+  Tensor mean = Tensor::empty({rows}, DType::f32, dev), rstd = Tensor::empty({rows}, DType::f32, dev);
+  CMHA_KERNEL(dev, layer_norm.forward)(xc, weight, bias, out, mean, rstd, eps);
 
   if (autograd::needs_grad({x, weight, bias})) {
-    Saved saved{xc.detach(), weight.defined() ? weight.detach() : Tensor(), mean, rstd, rows, d,
+    Saved saved{xc.detach(), weight.defined() ? weight.detach() : Tensor(), mean, rstd, d,
                 x.requires_grad(), weight.defined() && weight.requires_grad(),
                 bias.defined() && bias.requires_grad()};
     autograd::record(out, "layer_norm", {x, weight, bias},

@@ -7,7 +7,23 @@
 
 namespace cmha::backend {
 
+// A contiguous tensor seen as [outer, n, inner], reduced over the middle dim
+// of size n (inner == 1 when that dim is the last).
+struct SoftmaxGeometry {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
 struct SoftmaxKernels {
+  // y = softmax(x), or log_softmax(x) when `log`, over the middle dim of `s`.
+  // x, y f32, contiguous, of one shape with outer·n·inner elements; y
+  // preallocated by the caller.
+  void (*forward)(const Tensor& x, const Tensor& y, const SoftmaxGeometry& s, bool log) = nullptr;
+  // dx from the forward's output y and the gradient g:
+  //   softmax:     dx = y · (g - Σ g·y)
+  //   log_softmax: dx = g - e^y · Σ g
+  // y, g, dx f32, contiguous, of one shape; dx preallocated by the caller.
+  void (*backward)(const Tensor& y, const Tensor& g, const Tensor& dx, const SoftmaxGeometry& s,
+                   bool log) = nullptr;
 };
 
 }  // namespace cmha::backend

@@ -1,8 +1,121 @@
 // CPU kernels: reduce (entries of backend/reduce.h).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/parallel.h"
 
 namespace cmha::cpu {
 
-backend::ReduceKernels reduce_kernels() { return {}; }
+namespace {
+
+// `t` without autograd history, for the scratch views and copies below.
+Tensor untracked(const Tensor& t) { return t.requires_grad() ? t.detach() : t; }
+
+// Sums x (f32) over the `reduced` dims into out[outer], accumulating in double.
+void sum(const Tensor& x, const std::vector<int64_t>& reduced, const Tensor& out_t) {
+  int64_t outer = 1, inner = 1;  // kept elements, reduced elements per kept element
+  for (int64_t i = 0, k = 0; i < x.dim(); ++i) {
+    if (k < static_cast<int64_t>(reduced.size()) && reduced[k] == i) {
+      inner *= x.shape()[i];
+      ++k;
+    } else {
+      outer *= x.shape()[i];
+    }
+  }
+  const bool any_kept = static_cast<int64_t>(reduced.size()) < x.dim();
+  float* out = out_t.data<float>();
+  // Leading dims reduced on a contiguous tensor: column sums (bias gradients).
+  bool leading = x.is_contiguous();
+  for (size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int64_t>(i);
+  if (leading && !reduced.empty() && any_kept) {
+    const float* px = x.data<float>();
+    const int64_t rows = inner, cols = outer;
+    constexpr int64_t kBlock = 256;
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      double acc[kBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = px + r * cols;
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+      }
+      for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(acc[c - c0]);
+    }
+    return;
+  }
+  // Otherwise bring the reduced dims last and sum rows.
+  std::vector<int64_t> order;
+  for (int64_t i = 0, k = 0; i < x.dim(); ++i) {
+    if (k < static_cast<int64_t>(reduced.size()) && reduced[k] == i) ++k;
+    else order.push_back(i);
+  }
+  order.insert(order.end(), reduced.begin(), reduced.end());
+  Tensor xc = untracked(x).permute(order).contiguous();
+  const float* px = xc.data<float>();
+#pragma omp parallel for schedule(static) if (outer * inner >= kParallelMin && outer > 1)
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* row = px + o * inner;
+    double acc = 0.0;
+    for (int64_t i = 0; i < inner; ++i) acc += row[i];
+    out[o] = static_cast<float>(acc);
+  }
+}
+
+// Values and first-max indices along `dim` (f32 input).
+void max(const Tensor& x, int64_t dim, const Tensor& values_out, const Tensor& indices_out) {
+  Tensor xc = untracked(x).transpose(dim, -1).contiguous();
+  Shape out_shape = xc.shape();
+  const int64_t inner = out_shape.back();
+  out_shape.pop_back();
+  // With `dim` last the rows land in the outputs' order; otherwise they come
+  // out with the last dim moved to `dim`, and are put back in order below.
+  const bool direct = dim == x.dim() - 1 || x.dim() <= 1;
+  Tensor values = direct ? values_out : Tensor::empty(out_shape);
+  Tensor indices = direct ? indices_out : Tensor::empty(out_shape, DType::i64);
+  const float* px = xc.data<float>();
+  float* pv = values.data<float>();
+  int64_t* pi = indices.data<int64_t>();
+  const int64_t outer = values.numel();
+#pragma omp parallel for schedule(static) if (outer * inner >= kParallelMin)
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* row = px + o * inner;
+    int64_t best = 0;
+    for (int64_t i = 1; i < inner; ++i)
+      if (row[i] > row[best] || (std::isnan(row[i]) && !std::isnan(row[best]))) best = i;
+    pv[o] = row[best];
+    pi[o] = best;
+  }
+  if (!direct) {
+    Tensor vo = values_out, io = indices_out;
+    vo.copy_(values.unsqueeze(-1).transpose(dim, -1).squeeze(dim));
+    io.copy_(indices.unsqueeze(-1).transpose(dim, -1).squeeze(dim));
+  }
+}
+
+// Routes each gradient to the position of its maximum.
+void max_backward(const Tensor& g, const Tensor& indices, int64_t d, const Tensor& dx) {
+  Tensor gk = untracked(g).contiguous();
+  Tensor gt = dx.transpose(d, -1);  // view: [..., n]
+  Tensor gkt = gk.transpose(d, -1).contiguous(), it = untracked(indices).transpose(d, -1).contiguous();
+  Tensor gtc = gt.contiguous();
+  float* pg = gtc.data<float>();
+  const float* pv = gkt.data<float>();
+  const int64_t* pi = it.data<int64_t>();
+  const int64_t n = gtc.shape().back(), rows = it.numel();
+  for (int64_t r = 0; r < rows; ++r) pg[r * n + pi[r]] += pv[r];
+  gt.copy_(gtc);
+}
+
+}  // namespace
+
+backend::ReduceKernels reduce_kernels() {
+  backend::ReduceKernels k;
+  k.sum = sum;
+  k.max = max;
+  k.max_backward = max_backward;
+  return k;
+}
 
 }  // namespace cmha::cpu
