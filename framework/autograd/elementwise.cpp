@@ -1,7 +1,6 @@
 // Element-wise arithmetic with NumPy broadcasting, forward and backward.
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "backend/cpu/strided.h"
 #include "backend/kernels.h"
 
 namespace cmha {
@@ -16,7 +15,7 @@ Tensor binary_op(const Tensor& a, const Tensor& b, const char* op, BinaryOp kind
   a.check_dtype(DType::f32, op);
   b.check_dtype(DType::f32, op);
   const Device dev = common_device(op, {a, b});
-  const Shape out_shape = cpu::broadcast_shapes(a.shape(), b.shape(), op);
+  const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(out_shape, DType::f32, dev);
   CMHA_KERNEL(dev, elementwise.binary)(kind, a, b, out);
   return out;
