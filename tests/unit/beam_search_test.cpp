@@ -31,6 +31,8 @@ int GetMinLogLevel();
 
 using namespace cmha;
 using namespace cmha::eval;
+using cmha::train::Translator;  // the translator is the training side's (it loads checkpoints)
+using cmha::train::TranslatorOptions;
 using nn::AttentionConfig;
 using nn::Transformer;
 using nn::TransformerConfig;
