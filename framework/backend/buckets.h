@@ -24,7 +24,4 @@ struct BucketsKernels {
   void (*scale)(const Tensor& x, float scale) = nullptr;
 };
 
-// The name backend/kernels.h uses for this family.
-using BucketKernels = BucketsKernels;
-
 }  // namespace cmha::backend
