@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/kernels.h"
 #include "optim/param_label.h"
 #include "tensor/error.h"
 
@@ -27,7 +28,7 @@ std::vector<AdamParam> with_default_decay(const std::vector<Tensor>& params) {
 
 Adam::Adam(const std::vector<Tensor>& params, AdamOptions options) : Adam(with_default_decay(params), options) {}
 
-Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : options_(options), params_(std::move(params)) {
+Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : Optimizer(std::move(params)), options_(options) {
   check_options(options_);
   state_.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -35,12 +36,9 @@ Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : options_(option
     CMHA_CHECK(p.defined(), "Adam: " + label(p, i) + " is an undefined tensor");
     CMHA_CHECK(p.dtype() == DType::f32 && p.device().is_cpu() && p.is_contiguous(),
                "Adam: " + label(p, i) + " is " + p.describe() + "; only contiguous f32 CPU parameters are supported");
-    state_.push_back({0, Tensor::zeros(p.shape()), Tensor::zeros(p.shape())});
+    state_.push_back(
+        {0, Tensor::zeros(p.shape(), DType::f32, p.device()), Tensor::zeros(p.shape(), DType::f32, p.device())});
   }
-}
-
-void Adam::zero_grad() {
-  for (AdamParam& p : params_) p.tensor.zero_grad();
 }
 
 void Adam::step() {
@@ -50,40 +48,56 @@ void Adam::step() {
     Tensor& p = params_[i].tensor;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    CMHA_CHECK(g.shape() == p.shape() && g.dtype() == DType::f32 && g.device().is_cpu(),
+    CMHA_CHECK(g.shape() == p.shape() && g.dtype() == DType::f32 && g.device() == p.device(),
                "Adam: the gradient of " + label(p, i) + " is " + g.describe() + " but the parameter is " +
                    p.describe());
     if (!g.is_contiguous()) g = g.contiguous();
 
     AdamState& s = state_[i];
+    const Device dev = common_device("Adam", {p, g, s.exp_avg, s.exp_avg_sq});
     s.step += 1;
     // Scalars in double as PyTorch computes them in Python, applied in f32.
     const double bias1 = 1.0 - std::pow(o.beta1, static_cast<double>(s.step));
     const double bias2 = 1.0 - std::pow(o.beta2, static_cast<double>(s.step));
     const double wd = params_[i].weight_decay ? o.weight_decay : 0.0;
-    const float neg_step_size = static_cast<float>(-(o.lr / bias1));
-    const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-    const float l2 = static_cast<float>(o.decoupled_weight_decay ? 0.0 : wd);         // Adam: g += wd·p
-    const float shrink = static_cast<float>(o.decoupled_weight_decay ? 1.0 - o.lr * wd : 1.0);  // AdamW: p *= 1 - lr·wd
-    const float b1 = static_cast<float>(o.beta1), one_minus_b1 = static_cast<float>(1.0 - o.beta1);
-    const float b2 = static_cast<float>(o.beta2), one_minus_b2 = static_cast<float>(1.0 - o.beta2);
-    const float eps = static_cast<float>(o.eps);
+    backend::AdamStep k;
+    k.neg_step_size = static_cast<float>(-(o.lr / bias1));
+    k.bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+    k.l2 = static_cast<float>(o.decoupled_weight_decay ? 0.0 : wd);               // Adam: g += wd·p
+    k.shrink = static_cast<float>(o.decoupled_weight_decay ? 1.0 - o.lr * wd : 1.0);  // AdamW: p *= 1 - lr·wd
+    k.beta1 = static_cast<float>(o.beta1);
+    k.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
+    k.beta2 = static_cast<float>(o.beta2);
+    k.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+    k.eps = static_cast<float>(o.eps);
+    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, k);
+  }
+}
 
-    float* pw = p.data<float>();
-    const float* gw = g.data<float>();
-    float* m = s.exp_avg.data<float>();
-    float* v = s.exp_avg_sq.data<float>();
-    const int64_t n = p.numel();
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (int64_t k = 0; k < n; ++k) {
-      // The same operations in the same order as torch.optim's _single_tensor_adam(w).
-      const float grad = l2 != 0.0f ? gw[k] + l2 * pw[k] : gw[k];
-      const float param = shrink != 1.0f ? pw[k] * shrink : pw[k];
-      m[k] = m[k] * b1 + one_minus_b1 * grad;
-      v[k] = v[k] * b2 + one_minus_b2 * grad * grad;
-      const float denom = std::sqrt(v[k]) / bias2_sqrt + eps;
-      pw[k] = param + neg_step_size * m[k] / denom;
-    }
+OptimizerState Adam::state_dict(const std::vector<std::string>& names) const {
+  CMHA_CHECK(names.size() == params_.size(), "Adam: state_dict got " + std::to_string(names.size()) +
+                                                 " names for " + std::to_string(params_.size()) + " parameters");
+  OptimizerState out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.tensors["exp_avg." + names[i]] = state_[i].exp_avg;
+    out.tensors["exp_avg_sq." + names[i]] = state_[i].exp_avg_sq;
+    out.steps[names[i]] = state_[i].step;
+  }
+  return out;
+}
+
+void Adam::load_state_dict(const OptimizerState& state, const std::vector<std::string>& names,
+                           const std::string& source) {
+  CMHA_CHECK(names.size() == params_.size(), "Adam: load_state_dict got " + std::to_string(names.size()) +
+                                                 " names for " + std::to_string(params_.size()) + " parameters");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& n = names[i];
+    CMHA_CHECK(state.tensors.count("exp_avg." + n) && state.tensors.count("exp_avg_sq." + n),
+               source + " has no optimiser state for '" + n + "'");
+    CMHA_CHECK(state.steps.count(n), source + " has no optimiser step count for '" + n + "'");
+    state_[i].exp_avg.copy_(state.tensors.at("exp_avg." + n));
+    state_[i].exp_avg_sq.copy_(state.tensors.at("exp_avg_sq." + n));
+    state_[i].step = state.steps.at(n);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "optim/optimizer.h"
 #include "tensor/tensor.h"
 
 namespace cmha::optim {
@@ -24,11 +25,8 @@ struct AdamOptions {
 };
 
 // One parameter and whether weight decay applies to it (biases and norm
-// gains are usually excluded).
-struct AdamParam {
-  Tensor tensor;  // f32 CPU leaf; its .grad() is read at each step
-  bool weight_decay = true;
-};
+// gains are usually excluded); the tensor is an f32 CPU leaf.
+using AdamParam = OptimParam;
 
 // Per-parameter state, the same as PyTorch's (checkpoints save it).
 struct AdamState {
@@ -37,29 +35,31 @@ struct AdamState {
   Tensor exp_avg_sq; // v, zeros like the parameter
 };
 
-class Adam {
+class Adam : public Optimizer {
  public:
   Adam(const std::vector<Tensor>& params, AdamOptions options = {});
   Adam(std::vector<AdamParam> params, AdamOptions options = {});
 
+  const char* name() const override { return options_.decoupled_weight_decay ? "adamw" : "adam"; }
   // One update of every parameter that has a gradient (the others, and
   // their state, are left as they are). In place, parallel over elements.
-  void step();
+  void step() override;
   // The learning rate of the next steps (schedules set it before each step).
-  void set_lr(double lr) { options_.lr = lr; }
-  double lr() const { return options_.lr; }
-  // Drops every parameter's gradient.
-  void zero_grad();
+  void set_lr(double lr) override { options_.lr = lr; }
+  double lr() const override { return options_.lr; }
+  // exp_avg.<name>, exp_avg_sq.<name> and the step count of every parameter.
+  OptimizerState state_dict(const std::vector<std::string>& names) const override;
+  // Every parameter's moments and step count must be there.
+  void load_state_dict(const OptimizerState& state, const std::vector<std::string>& names,
+                       const std::string& source) override;
 
   const AdamOptions& options() const { return options_; }
-  const std::vector<AdamParam>& params() const { return params_; }
   // Indexed like params(); mutable so a checkpoint can restore it.
   std::vector<AdamState>& state() { return state_; }
   const std::vector<AdamState>& state() const { return state_; }
 
  private:
   AdamOptions options_;
-  std::vector<AdamParam> params_;
   std::vector<AdamState> state_;
 };
 

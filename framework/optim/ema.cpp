@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <utility>
 
+#include "backend/kernels.h"
 #include "optim/param_label.h"
 #include "tensor/error.h"
 
@@ -60,22 +60,16 @@ void ExponentialMovingAverage::update() {
   const float d = static_cast<float>(decay);
   const float one_minus_d = static_cast<float>(1.0 - decay);
   for (size_t i = 0; i < params_.size(); ++i) {
-    const float* p = params_[i].data<float>();
-    float* s = shadow_[i].data<float>();
-    const int64_t n = params_[i].numel();
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (int64_t k = 0; k < n; ++k) s[k] = s[k] * d + one_minus_d * p[k];
+    const Device dev = common_device("EMA", {params_[i], shadow_[i]});
+    CMHA_KERNEL(dev, optim.ema_update)(shadow_[i], params_[i], d, one_minus_d);
   }
   ++updates_;
 }
 
 void ExponentialMovingAverage::swap() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    float* p = params_[i].data<float>();
-    float* s = shadow_[i].data<float>();
-    const int64_t n = params_[i].numel();
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (int64_t k = 0; k < n; ++k) std::swap(p[k], s[k]);
+    const Device dev = common_device("EMA", {params_[i], shadow_[i]});
+    CMHA_KERNEL(dev, optim.swap)(params_[i], shadow_[i]);
   }
   swapped_ = !swapped_;
 }

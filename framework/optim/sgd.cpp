@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "backend/kernels.h"
 #include "optim/param_label.h"
 #include "tensor/error.h"
 
@@ -38,7 +39,7 @@ std::vector<SgdParam> with_default_decay(const std::vector<Tensor>& params) {
 
 SGD::SGD(const std::vector<Tensor>& params, SgdOptions options) : SGD(with_default_decay(params), options) {}
 
-SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : options_(options), params_(std::move(params)) {
+SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : Optimizer(std::move(params)), options_(options) {
   check_options(options_);
   state_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -49,10 +50,6 @@ SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : options_(options), 
   }
 }
 
-void SGD::zero_grad() {
-  for (SgdParam& p : params_) p.tensor.zero_grad();
-}
-
 void SGD::step() {
   check_options(options_);
   const SgdOptions& o = options_;
@@ -60,7 +57,7 @@ void SGD::step() {
     Tensor& p = params_[i].tensor;
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    CMHA_CHECK(g.shape() == p.shape() && g.dtype() == DType::f32 && g.device().is_cpu(),
+    CMHA_CHECK(g.shape() == p.shape() && g.dtype() == DType::f32 && g.device() == p.device(),
                "SGD: the gradient of " + label(p, i) + " is " + layout(g) + " but the parameter is " +
                    layout(p));
     if (!g.is_contiguous()) g = g.contiguous();
@@ -68,33 +65,41 @@ void SGD::step() {
     SgdState& s = state_[i];
     const bool use_momentum = o.momentum != 0.0;
     const bool first = use_momentum && !s.momentum_buffer.defined();
-    if (first) s.momentum_buffer = Tensor::zeros(p.shape());
+    if (first) s.momentum_buffer = Tensor::zeros(p.shape(), DType::f32, p.device());
     if (use_momentum)
       CMHA_CHECK(s.momentum_buffer.shape() == p.shape() && s.momentum_buffer.dtype() == DType::f32 &&
-                     s.momentum_buffer.device().is_cpu() && s.momentum_buffer.is_contiguous(),
+                     s.momentum_buffer.device() == p.device() && s.momentum_buffer.is_contiguous(),
                  "SGD: the momentum buffer of " + label(p, i) + " is " + layout(s.momentum_buffer) +
                      " but the parameter is " + layout(p));
+    const Tensor buffer = use_momentum ? s.momentum_buffer : Tensor();  // undefined: no momentum
+    const Device dev = common_device("SGD", {p, g, buffer});
 
-    const float wd = static_cast<float>(params_[i].weight_decay ? o.weight_decay : 0.0);
-    const float mu = static_cast<float>(o.momentum);
-    const float one_minus_damp = static_cast<float>(1.0 - o.dampening);
-    const float neg_lr = static_cast<float>(-o.lr);
-    const bool nesterov = o.nesterov;
+    backend::SgdStep k;
+    k.weight_decay = static_cast<float>(params_[i].weight_decay ? o.weight_decay : 0.0);
+    k.momentum = static_cast<float>(o.momentum);
+    k.one_minus_dampening = static_cast<float>(1.0 - o.dampening);
+    k.neg_lr = static_cast<float>(-o.lr);
+    k.nesterov = o.nesterov;
+    k.first = first;
+    CMHA_KERNEL(dev, optim.sgd_step)(p, g, buffer, k);
+  }
+}
 
-    float* pw = p.data<float>();
-    const float* gw = g.data<float>();
-    float* buf = use_momentum ? s.momentum_buffer.data<float>() : nullptr;
-    const int64_t n = p.numel();
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (int64_t k = 0; k < n; ++k) {
-      // The same operations in the same order as torch.optim's _single_tensor_sgd.
-      float d = wd != 0.0f ? gw[k] + wd * pw[k] : gw[k];
-      if (buf != nullptr) {
-        buf[k] = first ? d : buf[k] * mu + one_minus_damp * d;
-        d = nesterov ? d + mu * buf[k] : buf[k];
-      }
-      pw[k] = pw[k] + neg_lr * d;
-    }
+OptimizerState SGD::state_dict(const std::vector<std::string>& names) const {
+  CMHA_CHECK(names.size() == params_.size(), "SGD: state_dict got " + std::to_string(names.size()) +
+                                                 " names for " + std::to_string(params_.size()) + " parameters");
+  OptimizerState out;
+  for (size_t i = 0; i < params_.size(); ++i)  // undefined until a parameter's first gradient
+    if (state_[i].momentum_buffer.defined()) out.tensors["momentum_buffer." + names[i]] = state_[i].momentum_buffer;
+  return out;
+}
+
+void SGD::load_state_dict(const OptimizerState& state, const std::vector<std::string>& names, const std::string&) {
+  CMHA_CHECK(names.size() == params_.size(), "SGD: load_state_dict got " + std::to_string(names.size()) +
+                                                 " names for " + std::to_string(params_.size()) + " parameters");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto it = state.tensors.find("momentum_buffer." + names[i]);
+    if (it != state.tensors.end()) state_[i].momentum_buffer = it->second.clone();
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "optim/optimizer.h"
 #include "tensor/tensor.h"
 
 namespace cmha::optim {
@@ -23,11 +24,9 @@ struct SgdOptions {
   bool nesterov = false;   // needs momentum > 0 and dampening 0, as in torch
 };
 
-// One parameter and whether weight decay applies to it.
-struct SgdParam {
-  Tensor tensor;  // f32 CPU leaf; its .grad() is read at each step
-  bool weight_decay = true;
-};
+// One parameter and whether weight decay applies to it; the tensor is an
+// f32 CPU leaf.
+using SgdParam = OptimParam;
 
 // Per-parameter state, the same as PyTorch's (checkpoints save it).
 struct SgdState {
@@ -37,29 +36,31 @@ struct SgdState {
   Tensor momentum_buffer;
 };
 
-class SGD {
+class SGD : public Optimizer {
  public:
   SGD(const std::vector<Tensor>& params, SgdOptions options = {});
   SGD(std::vector<SgdParam> params, SgdOptions options = {});
 
+  const char* name() const override { return "sgd"; }
   // One update of every parameter that has a gradient (the others, and their
   // state, are left as they are). In place, parallel over elements.
-  void step();
+  void step() override;
   // The learning rate of the next steps (schedules set it before each step).
-  void set_lr(double lr) { options_.lr = lr; }
-  double lr() const { return options_.lr; }
-  // Drops every parameter's gradient.
-  void zero_grad();
+  void set_lr(double lr) override { options_.lr = lr; }
+  double lr() const override { return options_.lr; }
+  // momentum_buffer.<name> of every parameter that has a buffer; no step counts.
+  OptimizerState state_dict(const std::vector<std::string>& names) const override;
+  // Copies of the buffers there; a parameter without one keeps none.
+  void load_state_dict(const OptimizerState& state, const std::vector<std::string>& names,
+                       const std::string& source) override;
 
   const SgdOptions& options() const { return options_; }
-  const std::vector<SgdParam>& params() const { return params_; }
   // Indexed like params(); mutable so a checkpoint can restore it.
   std::vector<SgdState>& state() { return state_; }
   const std::vector<SgdState>& state() const { return state_; }
 
  private:
   SgdOptions options_;
-  std::vector<SgdParam> params_;
   std::vector<SgdState> state_;
 };
 

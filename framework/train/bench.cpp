@@ -9,7 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/transformer.h"
-#include "optim/adam.h"
+#include "optim/optimizer.h"
 #include "train/gradient_buckets.h"
 #include "train/model_config.h"
 
@@ -51,7 +51,10 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   model.set_generator(std::make_shared<Generator>(seed + 1));
   model.train();
 
-  optim::Adam adam(model.parameters(), adam_options(recipe));
+  std::vector<optim::OptimParam> params;
+  for (const Tensor& p : model.parameters()) params.push_back({p, true});
+  const std::unique_ptr<optim::Optimizer> optimizer =
+      optim::make_optimizer(optimizer_options(recipe), std::move(params));
   for (Tensor& p : model.parameters()) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
   BucketOptions bucket_options;
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
@@ -80,14 +83,14 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   for (int i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     autograd::AutocastGuard autocast(bf16);
-    adam.zero_grad();
+    optimizer->zero_grad();
     Tensor logits = model.forward(src, src_pad, tgt_in);  // [B, T-1, V]
     Tensor loss = cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
     buckets.arm();
     loss.backward();
     const double exposed_before = buckets.exposed_seconds();
     buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many tokens: the mean of means
-    adam.step();
+    optimizer->step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const float l = loss.item();
     if (i == 0) r.first_loss = l;

@@ -1,6 +1,7 @@
 #pragma once
 // Full training steps on random tokens (forward, label-smoothed
-// cross-entropy, backward, Adam) timed one by one: `cmha bench`.
+// cross-entropy, backward, the recipe's optimiser step) timed one by one:
+// `cmha bench`.
 #include <string>
 #include <vector>
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/kernels.h"
 #include "tensor/error.h"
 
 namespace cmha::train {
@@ -12,13 +13,21 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// The one device of the parameters (the CPU when there are none).
+Device params_device(const std::vector<Tensor>& params) {
+  if (params.empty()) return Device::cpu();
+  for (const Tensor& p : params) common_device("GradientBuckets", {params.front(), p});
+  return params.front().device();
+}
 }  // namespace
 
 struct GradientBuckets::State {
   struct Bucket {
     std::vector<int64_t> params;  // parameter indices, in bucket order
-    // [Σ numel] the gradients, then [params.size()] flags: 1 where this rank has a gradient
-    std::vector<float> data;
+    // f32 [Σ numel + params.size()] on the parameters' device: the gradients,
+    // then the flags: 1 where this rank has a gradient
+    Tensor data;
     int64_t pending = 0;  // parameters not packed yet in this exchange
     std::unique_ptr<dist::Request> request;
   };
@@ -26,6 +35,7 @@ struct GradientBuckets::State {
   dist::Communicator& comm;
   BucketOptions opt;
   std::vector<Tensor> params;
+  Device dev;  // the parameters' (and the buckets')
   std::vector<int64_t> bucket_of, offset_of, flag_of;  // per parameter: where it goes
   std::vector<Bucket> buckets;
   std::vector<char> packed;        // per parameter, this exchange
@@ -35,7 +45,8 @@ struct GradientBuckets::State {
   size_t next_launch = 0, next_poke = 0;
   double exposed = 0;
 
-  State(dist::Communicator& c, BucketOptions o, std::vector<Tensor> p) : comm(c), opt(o), params(std::move(p)) {
+  State(dist::Communicator& c, BucketOptions o, std::vector<Tensor> p)
+      : comm(c), opt(o), params(std::move(p)), dev(params_device(params)) {
     CMHA_CHECK(opt.bucket_bytes > 0, "train.dist_bucket_mb must be positive");
     std::vector<int64_t> reverse(params.size());
     for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = static_cast<int64_t>(reverse.size() - 1 - i);
@@ -67,7 +78,7 @@ struct GradientBuckets::State {
     }
     for (size_t b = 0; b < buckets.size(); ++b) {
       Bucket& k = buckets[b];
-      k.data.assign(static_cast<size_t>(elements[b]) + k.params.size(), 0.0f);
+      k.data = Tensor::zeros({elements[b] + static_cast<int64_t>(k.params.size())}, DType::f32, dev);
       k.pending = static_cast<int64_t>(k.params.size());
       for (size_t j = 0; j < k.params.size(); ++j) flag_of[k.params[j]] = elements[b] + static_cast<int64_t>(j);
     }
@@ -76,17 +87,9 @@ struct GradientBuckets::State {
   // Copies parameter i's gradient (zeros and flag 0 when it has none) into its bucket.
   void pack(int64_t i) {
     Bucket& k = buckets[bucket_of[i]];
-    float* dst = k.data.data() + offset_of[i];
     Tensor g = params[i].grad();
-    if (g.defined()) {
-      Tensor c = g.contiguous();
-      const float* src = c.data<float>();
-      std::copy(src, src + c.numel(), dst);
-      k.data[flag_of[i]] = 1.0f;
-    } else {
-      std::fill(dst, dst + params[i].numel(), 0.0f);
-      k.data[flag_of[i]] = 0.0f;
-    }
+    if (g.defined()) g = g.contiguous();
+    CMHA_KERNEL(dev, buckets.pack)(g, k.data, offset_of[i], params[i].numel(), flag_of[i]);
     packed[i] = 1;
     --k.pending;
   }
@@ -95,7 +98,9 @@ struct GradientBuckets::State {
   void launch_full_buckets() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       Bucket& k = buckets[next_launch++];
-      k.request = comm.all_reduce_async(k.data.data(), k.data.size(), dist::ReduceOp::sum);
+      // The tensor's memory on its device: the collectives act where the tensors live.
+      k.request = comm.all_reduce_async(static_cast<float*>(k.data.raw_data()), static_cast<size_t>(k.data.numel()),
+                                        dist::ReduceOp::sum);
     }
   }
 
@@ -121,10 +126,7 @@ struct GradientBuckets::State {
         if (scale == 1.0f) break;
         Tensor g = p.grad();
         if (!g.defined()) continue;
-        float* pg = g.data<float>();
-        const int64_t n = g.numel();
-#pragma omp parallel for simd if (n > 32768)
-        for (int64_t j = 0; j < n; ++j) pg[j] *= scale;
+        CMHA_KERNEL(g.device(), buckets.scale)(g, scale);
       }
       armed = false;
       exposed += seconds_since(t0);
@@ -138,21 +140,20 @@ struct GradientBuckets::State {
     for (Bucket& k : buckets) {
       k.request->wait();
       k.request.reset();
-      const int64_t elements = static_cast<int64_t>(k.data.size() - k.params.size());
+      const int64_t elements = k.data.numel() - static_cast<int64_t>(k.params.size());
+      // The summed flags, readable on the host (the bucket itself on the CPU).
+      const Tensor flags = k.data.slice(0, elements, k.data.numel()).to(Device::cpu());
+      const float* flag = flags.data<float>("GradientBuckets");
       for (int64_t i : k.params) {
-        if (k.data[flag_of[i]] == 0.0f) continue;  // no rank had a gradient: keep none, as one process would
+        if (flag[flag_of[i] - elements] == 0.0f) continue;  // no rank had a gradient: keep none, as one process would
         Tensor g = params[i].grad();
         if (!g.defined()) {
-          g = Tensor::empty(params[i].shape());
+          g = Tensor::empty(params[i].shape(), DType::f32, dev);
           params[i].set_grad(g);
         }
         CMHA_CHECK(g.is_contiguous() && offset_of[i] + g.numel() <= elements,
                    "gradient of '" + params[i].name() + "' is not a contiguous tensor of its parameter's size");
-        const float* src = k.data.data() + offset_of[i];
-        float* pg = g.data<float>();
-        const int64_t n = g.numel();
-#pragma omp parallel for simd if (n > 32768)
-        for (int64_t j = 0; j < n; ++j) pg[j] = src[j] * scale;
+        CMHA_KERNEL(dev, buckets.unpack)(k.data, offset_of[i], g, scale);
       }
     }
     if (!rebuilt) rebuild_in_observed_order();

@@ -63,16 +63,15 @@ nn::VitConfig vit_config(const Recipe& r) {
   return c;
 }
 
-optim::AdamOptions adam_options(const Recipe& r) {
-  const auto betas = r.reals("optim.betas");
-  CMHA_CHECK(betas.size() == 2, "optim.betas needs two numbers, got " + std::to_string(betas.size()));
-  optim::AdamOptions o;
+optim::OptimizerOptions optimizer_options(const Recipe& r) {
+  optim::OptimizerOptions o;
+  o.name = r.string("optim.name");
   o.lr = r.real("optim.lr");
-  o.beta1 = betas[0];
-  o.beta2 = betas[1];
+  o.betas = r.reals("optim.betas");
   o.eps = r.real("optim.eps");
+  o.momentum = r.real("optim.momentum");
+  o.nesterov = r.boolean("optim.nesterov");
   o.weight_decay = r.real("optim.weight_decay");
-  o.decoupled_weight_decay = r.string("optim.name") == "adamw";
   return o;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // From a recipe to the models' and the optimiser's configurations.
 #include "nn/transformer.h"
-#include "optim/adam.h"
+#include "optim/optimizer.h"
 #include "nn/vit.h"
 #include "train/recipe.h"
 
@@ -12,8 +12,9 @@ namespace cmha::train {
 nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix);
 nn::TransformerConfig transformer_config(const Recipe& r);
 nn::VitConfig vit_config(const Recipe& r);
-// optim.lr, optim.betas, optim.eps, optim.weight_decay; AdamW when optim.name is adamw.
-optim::AdamOptions adam_options(const Recipe& r);
+// The optim.* keys of the optimiser (optim.name, lr, betas, eps, momentum,
+// nesterov, weight_decay), for optim::make_optimizer.
+optim::OptimizerOptions optimizer_options(const Recipe& r);
 // The peak learning rate: optim.lr, times global batch / optim.lr_scale_batch
 // when that is set (global batch = data.batch_size × train.update_freq × world).
 double peak_lr(const Recipe& r, int world);

@@ -11,15 +11,14 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/ema.h"
+#include "optim/optimizer.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/gradient_buckets.h"
 #include "train/model_config.h"
 #include "optim/schedule.h"
-#include "optim/sgd.h"
 
 namespace cmha::train {
 
@@ -83,8 +82,8 @@ struct Trainer::Impl {
   TrainerHooks hooks;
   std::string dir;
   std::vector<std::pair<std::string, Tensor>> params;  // named, unique
-  std::unique_ptr<optim::Adam> adam;  // exactly one of adam and sgd
-  std::unique_ptr<optim::SGD> sgd;
+  std::vector<std::string> param_names;  // params' names, in order
+  std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::ExponentialMovingAverage> ema;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::shared_ptr<Generator> dropout_gen;
@@ -123,21 +122,11 @@ struct Trainer::Impl {
     for (auto& [name, p] : task.model().named_parameters()) {
       p.set_name(name);
       params.emplace_back(name, p);
+      param_names.push_back(name);
     }
-    if (r.string("optim.name") == "sgd") {
-      optim::SgdOptions o;
-      o.lr = r.real("optim.lr");
-      o.momentum = r.real("optim.momentum");
-      o.nesterov = r.boolean("optim.nesterov");
-      o.weight_decay = r.real("optim.weight_decay");
-      std::vector<optim::SgdParam> sp;
-      for (auto& [name, p] : params) sp.push_back({p, decays(name)});
-      sgd = std::make_unique<optim::SGD>(std::move(sp), o);
-    } else {
-      std::vector<optim::AdamParam> ap;
-      for (auto& [name, p] : params) ap.push_back({p, decays(name)});
-      adam = std::make_unique<optim::Adam>(std::move(ap), adam_options(r));
-    }
+    std::vector<optim::OptimParam> op;
+    for (auto& [name, p] : params) op.push_back({p, decays(name)});
+    optimizer = optim::make_optimizer(optimizer_options(r), std::move(op));
     if (r.real("train.ema_decay") > 0) {
       std::vector<Tensor> ps;
       for (auto& [n, p] : params) ps.push_back(p);
@@ -160,16 +149,10 @@ struct Trainer::Impl {
     Checkpoint c;
     c.recipe = recipe.dump();
     for (auto& [name, p] : params) c.weights[name] = p;
+    optim::OptimizerState st = optimizer->state_dict(param_names);
+    c.optimizer = std::move(st.tensors);
     nlohmann::json steps = nlohmann::json::object();
-    for (size_t i = 0; adam && i < params.size(); ++i) {
-      const auto& st = adam->state()[i];
-      c.optimizer["exp_avg." + params[i].first] = st.exp_avg;
-      c.optimizer["exp_avg_sq." + params[i].first] = st.exp_avg_sq;
-      steps[params[i].first] = st.step;
-    }
-    for (size_t i = 0; sgd && i < params.size(); ++i)  // undefined until a parameter's first gradient
-      if (sgd->state()[i].momentum_buffer.defined())
-        c.optimizer["momentum_buffer." + params[i].first] = sgd->state()[i].momentum_buffer;
+    for (const auto& [name, n] : st.steps) steps[name] = n;
     if (ema)
       for (size_t i = 0; i < params.size(); ++i) c.ema[params[i].first] = ema->shadow()[i];
     c.trainer = {{"update", update},         {"epoch", epoch},
@@ -213,19 +196,11 @@ struct Trainer::Impl {
     std::map<std::string, Tensor> named(params.begin(), params.end());
     restore_weights(path, c.weights, named);
     const auto& t = c.trainer;
-    for (size_t i = 0; sgd && i < params.size(); ++i) {
-      auto it = c.optimizer.find("momentum_buffer." + params[i].first);
-      if (it != c.optimizer.end()) sgd->state()[i].momentum_buffer = it->second.clone();
-    }
-    for (size_t i = 0; adam && i < params.size(); ++i) {
-      auto& state = adam->state();
-      const std::string& n = params[i].first;
-      CMHA_CHECK(c.optimizer.count("exp_avg." + n) && c.optimizer.count("exp_avg_sq." + n),
-                 "checkpoint '" + path + "' has no optimiser state for '" + n + "'");
-      state[i].exp_avg.copy_(c.optimizer.at("exp_avg." + n));
-      state[i].exp_avg_sq.copy_(c.optimizer.at("exp_avg_sq." + n));
-      state[i].step = t.at("optimizer_steps").at(n).get<int64_t>();
-    }
+    optim::OptimizerState st;
+    st.tensors = c.optimizer;
+    if (t.contains("optimizer_steps"))
+      for (const auto& [name, n] : t.at("optimizer_steps").items()) st.steps[name] = n.get<int64_t>();
+    optimizer->load_state_dict(st, param_names, "checkpoint '" + path + "'");
     if (ema) {
       CMHA_CHECK(!c.ema.empty(), "checkpoint '" + path + "' has no EMA weights but train.ema_decay is set");
       for (size_t i = 0; i < params.size(); ++i) ema->shadow()[i].copy_(c.ema.at(params[i].first));
@@ -401,13 +376,8 @@ TrainSummary Trainer::run() {
     }
     s.nonfinite_in_row = 0;
     const double lr = s.schedule->lr_at(s.update, static_cast<double>(s.update) / static_cast<double>(per_epoch));
-    if (s.adam) {
-      s.adam->set_lr(lr);
-      s.adam->step();
-    } else {
-      s.sgd->set_lr(lr);
-      s.sgd->step();
-    }
+    s.optimizer->set_lr(lr);
+    s.optimizer->step();
     if (s.ema) s.ema->update();
     ++s.update;
     window_loss += totals[0];

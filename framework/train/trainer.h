@@ -1,9 +1,10 @@
 #pragma once
 // The training loop: micro-batches accumulated into updates, gradients
 // all-reduced through the communicator and averaged by the global number of
-// units, non-finite updates skipped, clipping, Adam/AdamW, LR schedule, EMA,
-// validation, best/last checkpoints, early stopping, metrics.jsonl and a
-// progress line. A run resumes bit-identically from its latest checkpoint.
+// units, non-finite updates skipped, clipping, the optimiser
+// (optim/optimizer.h), LR schedule, EMA, validation, best/last checkpoints,
+// early stopping, metrics.jsonl and a progress line. A run resumes
+// bit-identically from its latest checkpoint.
 #include <functional>
 #include <memory>
 #include <string>
