@@ -2,18 +2,20 @@
 // by CP decomposition of the per-head query/key products (compress/).
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "compress/convert_attention.h"
+#include "nn/attention/registry.h"
 #include "tensor/error.h"
 
 namespace cmha::cli {
 
 namespace {
 
-const char* kCompressUsage =
+const char* kCompressUsageHead =
     "usage: cmha compress CKPT --key-dim D -o OUT [--layers PLACES] [--iters N] [--tol X]\n"
     "                     [--init random|svd] [--seed S] [--threads T]\n"
     "\n"
@@ -29,9 +31,8 @@ const char* kCompressUsage =
     "\n"
     "options:\n"
     "  --key-dim D       shared query/key width D~k (required)\n"
-    "  -o, --output OUT  the compressed checkpoint to write (required)\n"
-    "  --layers PLACES   comma-separated attention places: attention (ViT), or\n"
-    "                    encoder, decoder, cross (transformer); default: every concat place\n"
+    "  -o, --output OUT  the compressed checkpoint to write (required)\n";
+const char* kCompressUsageTail =
     "  --iters N         CP-ALS iterations at most (default 100)\n"
     "  --tol X           stop when the relative error changes by less than X of itself (default 1e-6)\n"
     "  --init random|svd CP-ALS start: N(0, 1) (default) or the leading singular vectors\n"
@@ -39,6 +40,22 @@ const char* kCompressUsage =
     "  --seed S          seed of the random start (default 0)\n"
     "  --threads T       CPU threads (default: all cores)\n"
     "  -h, --help        show this help\n";
+
+// The usage, with the attention places of each model kind (nn/attention/registry.h).
+std::string compress_usage() {
+  std::string places;
+  std::vector<std::string> kinds;
+  for (const nn::AttentionPlace& p : nn::attention_places())
+    if (std::find(kinds.begin(), kinds.end(), p.model_kind) == kinds.end()) kinds.push_back(p.model_kind);
+  for (const std::string& kind : kinds) {
+    std::string names;
+    for (const nn::AttentionPlace& p : nn::attention_places(kind))
+      names += (names.empty() ? "" : ", ") + p.short_name;
+    places += (places.empty() ? "" : ";\n                    ") + names + " (" + kind + ")";
+  }
+  return std::string(kCompressUsageHead) + "  --layers PLACES   comma-separated attention places: " + places +
+         ";\n                    default: every concat place\n" + kCompressUsageTail;
+}
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
@@ -65,7 +82,7 @@ int compress_command(const Args& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(kCompressUsage, stdout);
+      std::fputs(compress_usage().c_str(), stdout);
       return 0;
     }
     if (a == "-o" || a == "--output") out = option_value(args, i, "compress");

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "nn/attention/registry.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
@@ -56,15 +57,15 @@ void print_checkpoint(const std::string& path) {
   std::printf("checkpoint: %s\n", path.c_str());
   std::printf("model: %s, d_model %lld, %lld parameters in %zu tensors\n", r.string("model.kind").c_str(),
               static_cast<long long>(r.integer("model.d_model")), static_cast<long long>(params), c.weights.size());
-  const bool vit = r.string("model.kind") == "vit";
-  for (const char* place : {"attention", "encoder_attention", "decoder_attention", "cross_attention"}) {
-    if (vit != (std::string(place) == "attention")) continue;
-    const auto a = train::attention_config(r, std::string("model.") + place);
+  for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind"))) {
+    const auto a = train::attention_config(r, "model." + place.name);
+    const nn::AttentionType* type = nn::find_attention_type(a.type);
+    const std::string note = a.key_dim == 0 ? " (= d_model)"
+                             : type && !type->key_dim_note.empty() ? " (" + type->key_dim_note + ")"
+                                                                    : "";
     const std::string scale = a.scale > 0 ? ", scale " + std::to_string(a.scale) : "";
-    std::printf("%s: %s, %lld heads, key_dim %lld%s%s\n", place, a.type.c_str(), static_cast<long long>(a.heads),
-                static_cast<long long>(a.key_dim),
-                a.key_dim == 0 ? " (= d_model)" : (a.type == "collaborative" ? " (D~k, shared by the heads)" : ""),
-                scale.c_str());
+    std::printf("%s: %s, %lld heads, key_dim %lld%s%s\n", place.name.c_str(), a.type.c_str(),
+                static_cast<long long>(a.heads), static_cast<long long>(a.key_dim), note.c_str(), scale.c_str());
   }
   const auto& t = c.trainer;
   std::printf("trainer: update %s, epoch %s, %zu optimiser tensors, %zu EMA tensors\n",

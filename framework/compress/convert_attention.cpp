@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "nn/attention/registry.h"
 #include "tensor/error.h"
 #include "train/model_config.h"
 
@@ -35,11 +36,11 @@ double concat_scale(const nn::AttentionConfig& a, int64_t d_model) {
 }  // namespace
 
 std::vector<AttentionPlace> attention_places(const train::Recipe& r) {
-  if (r.string("model.kind") == "vit") return {{"attention", layer_prefixes("blocks.#.attn.", r.integer("model.depth"))}};
-  const int64_t enc = r.integer("model.encoder_layers"), dec = r.integer("model.decoder_layers");
-  return {{"encoder_attention", layer_prefixes("encoder.layers.#.self_attn.", enc)},
-          {"decoder_attention", layer_prefixes("decoder.layers.#.self_attn.", dec)},
-          {"cross_attention", layer_prefixes("decoder.layers.#.cross_attn.", dec)}};
+  std::vector<AttentionPlace> out;
+  for (const nn::AttentionPlace& p : nn::attention_places())
+    if (p.model_kind == r.string("model.kind"))
+      out.push_back({p.name, layer_prefixes(p.weight_prefix, r.integer("model." + p.layers)), &p});
+  return out;
 }
 
 std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vector<std::string>& names) {
@@ -52,14 +53,11 @@ std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vec
     return out;
   }
   for (const std::string& n : names) {
-    std::string full = n;
-    if (n == "vit") full = "attention";
-    else if (n == "encoder" || n == "decoder" || n == "cross") full = n + "_attention";
     const AttentionPlace* found = nullptr;
     std::string known;
     for (const auto& p : all) {
-      if (p.name == full) found = &p;
-      known += (known.empty() ? "" : ", ") + p.name.substr(0, p.name.find("_attention"));
+      if (n == p.name || n == p.place->short_name || (!p.place->alias.empty() && n == p.place->alias)) found = &p;
+      known += (known.empty() ? "" : ", ") + p.place->short_name;
     }
     CMHA_CHECK(found && !found->prefixes.empty(),
                "--layers: this " + r.string("model.kind") + " has no attention place '" + n + "' (it has: " + known + ")");

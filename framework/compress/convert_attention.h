@@ -14,17 +14,20 @@
 #include <vector>
 
 #include "compress/cp_als.h"
+#include "nn/attention/registry.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
 
 namespace cmha::compress {
 
-// A place of the recipe where attention sits ("attention" in a ViT;
-// "encoder_attention", "decoder_attention", "cross_attention" in a
-// transformer) and the weight-name prefixes of its layers ("blocks.3.attn.").
+// A place of the recipe where attention sits (nn/attention/registry.h:
+// "attention" in a ViT; "encoder_attention", "decoder_attention",
+// "cross_attention" in a transformer) and the weight-name prefixes of its
+// layers ("blocks.3.attn.").
 struct AttentionPlace {
   std::string name;
   std::vector<std::string> prefixes;
+  const nn::AttentionPlace* place = nullptr;  // its registry entry
   std::string key() const { return "model." + name; }
 };
 std::vector<AttentionPlace> attention_places(const train::Recipe& r);

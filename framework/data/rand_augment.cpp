@@ -72,14 +72,6 @@ RandAugmentConfig parse_rand_augment(const std::string& spec) {
   return c;
 }
 
-const char* augment_op_name(AugmentOp op) {
-  static const char* names[kAugmentOps] = {
-      "AutoContrast", "Equalize",          "Invert",           "Rotate",          "PosterizeIncreasing",
-      "SolarizeIncreasing", "SolarizeAdd", "ColorIncreasing",  "ContrastIncreasing", "BrightnessIncreasing",
-      "SharpnessIncreasing", "ShearX",     "ShearY",           "TranslateXRel",   "TranslateYRel"};
-  return names[static_cast<int>(op)];
-}
-
 // ---- pixel ops ----
 
 void auto_contrast(Image& im) {

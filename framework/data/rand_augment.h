@@ -37,7 +37,6 @@ enum class AugmentOp {
   sharpness, shear_x, shear_y, translate_x, translate_y
 };
 constexpr int kAugmentOps = 15;
-const char* augment_op_name(AugmentOp op);
 
 // Applies RandAugment to `image` (1 or 3 channels) in place.
 void rand_augment(Image& image, const RandAugmentConfig& config, SampleRandom& rng);

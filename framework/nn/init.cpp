@@ -24,6 +24,17 @@ void trunc_normal_(Tensor& w, Generator& gen, float std, float a, float b) {
 void uniform_(Tensor& w, Generator& gen, float low, float high) { cmha::uniform_(w, gen, low, high); }
 
 void zeros_(Tensor& w) { w.fill_(0.0); }
-void ones_(Tensor& w) { w.fill_(1.0); }
+
+void block_identity_(Tensor& w) {
+  CMHA_CHECK(w.dim() == 2 && w.size(0) > 0 && w.size(1) % w.size(0) == 0,
+             "block_identity_: needs a matrix [R, R·b], got " + w.describe());
+  const int64_t R = w.size(0), b = w.size(1) / R;
+  // Without a loop over elements: in a [R, (R+1)·b] buffer, row r starts r·b
+  // elements further on than row r of w does, so the buffer's first b columns,
+  // read back flat as w's shape, land exactly on w's diagonal blocks.
+  Tensor buf = Tensor::zeros({R, (R + 1) * b}, DType::f32, w.device());
+  buf.slice(1, 0, b).fill_(1.0);
+  w.copy_(buf.view({R * (R + 1) * b}).slice(0, 0, R * R * b).view({R, R * b}));
+}
 
 }  // namespace cmha::nn::init

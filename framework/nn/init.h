@@ -13,6 +13,8 @@ void normal_(Tensor& w, Generator& gen, float mean, float std);
 void trunc_normal_(Tensor& w, Generator& gen, float std = 0.02f, float a = -2.0f, float b = 2.0f);
 void uniform_(Tensor& w, Generator& gen, float low, float high);
 void zeros_(Tensor& w);
-void ones_(Tensor& w);
+// w [R, R·b]: ones on the R diagonal blocks (row r, columns r·b .. (r+1)·b - 1),
+// zeros elsewhere; the identity when w is square.
+void block_identity_(Tensor& w);
 
 }  // namespace cmha::nn::init

@@ -42,8 +42,6 @@ class Module {
  protected:
   // Registers a parameter (marks it requires_grad) and returns it.
   Tensor register_parameter(const std::string& name, Tensor t);
-  // Registers an already-registered parameter of another module under a second name (tying).
-  void register_tied(const std::string& name, const Tensor& t) { params_.emplace_back(name, t); }
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);

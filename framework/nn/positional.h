@@ -5,8 +5,8 @@ namespace cmha::nn {
 
 // Fixed sinusoidal positions (Vaswani et al.) in fairseq's layout: channel
 // i < D/2 holds sin(p·ω_i), channel D/2 + i holds cos(p·ω_i), with
-// ω_i = 10000^(-i/(D/2-1)). Returns [length, D] for positions first.. .
-Tensor sinusoidal_positions(int64_t length, int64_t dim, int64_t first_position = 0);
+// ω_i = 10000^(-i/(D/2-1)). Returns [length, D] for positions first.. on `device`.
+Tensor sinusoidal_positions(int64_t length, int64_t dim, int64_t first_position = 0, Device device = Device::cpu());
 
 // Learned positions: a [max_len, D] parameter named "weight".
 class LearnedPositions : public Module {

@@ -94,7 +94,7 @@ Tensor Transformer::embed(const Embedding& table, const LearnedPositions* learne
                  std::to_string(cfg_.max_positions));
   Tensor x = table.forward(ids);  // [B, T, D]
   if (cfg_.scale_embedding) x = mul_scalar(x, std::sqrt(static_cast<float>(cfg_.d_model)));
-  Tensor pos = learned ? learned->forward(T, first) : sinusoidal_positions(T, cfg_.d_model, first);  // [T, D]
+  Tensor pos = learned ? learned->forward(T, first) : sinusoidal_positions(T, cfg_.d_model, first, x.device());  // [T, D]
   return drop->forward(add(x, pos));
 }
 

@@ -44,10 +44,14 @@ inline std::array<uint32_t, 4> philox_block(uint64_t c, std::array<uint32_t, 2> 
 // Uniform in [0, 1) with 24 random bits.
 inline float uint_to_unit(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 
-// In-place fills of an f32 tensor (any layout, written in logical order).
+// In-place fills of an f32 tensor (any layout, written in logical order),
+// through the kernel table's random family (backend/random.h; defined in
+// backend/tensor_random.cpp, as the tensor layer sits below the table).
 void uniform_(Tensor& t, Generator& gen, float low = 0.0f, float high = 1.0f);
 void normal_(Tensor& t, Generator& gen, float mean = 0.0f, float std = 1.0f);
 // Normal resampled until inside the absolute bounds [a, b], as timm's trunc_normal_.
+// Each element owns kTruncNormalBlocks counters (two draws each) to resample from.
+inline constexpr int kTruncNormalBlocks = 16;  // P(all 32 draws outside ±2σ) ≈ 1e-42
 void trunc_normal_(Tensor& t, Generator& gen, float mean, float std, float a, float b);
 
 }  // namespace cmha

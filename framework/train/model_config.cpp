@@ -2,22 +2,21 @@
 
 #include <cmath>
 
+#include "nn/attention/registry.h"
+
 namespace cmha::train {
 
 nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix) {
   nn::AttentionConfig c;
-  c.type = r.string(prefix + ".type");
-  c.heads = r.integer(prefix + ".heads");
-  c.key_dim = r.integer(prefix + ".key_dim");
-  c.value_dim = r.integer(prefix + ".value_dim");
-  c.bias = r.boolean(prefix + ".bias");
-  c.dropout = static_cast<float>(r.real(prefix + ".dropout"));
-  c.scale = static_cast<float>(r.real(prefix + ".scale"));
-  c.mixing_init = r.string(prefix + ".mixing_init");
-  c.mixing_std = static_cast<float>(r.real(prefix + ".mixing_std"));
-  c.talking_init = r.string(prefix + ".talking_init");
-  c.talking_std = static_cast<float>(r.real(prefix + ".talking_std"));
-  c.kv_heads = r.integer(prefix + ".kv_heads");
+  for (const nn::AttentionKey& k : nn::attention_keys()) {
+    const std::string path = prefix + "." + k.name;
+    switch (k.type) {
+      case nn::AttentionKeyType::integer: nn::set_attention_key(c, k, r.integer(path)); break;
+      case nn::AttentionKeyType::real: nn::set_attention_key(c, k, r.real(path)); break;
+      case nn::AttentionKeyType::boolean: nn::set_attention_key(c, k, r.boolean(path)); break;
+      case nn::AttentionKeyType::string: nn::set_attention_key(c, k, r.string(path)); break;
+    }
+  }
   return c;
 }
 

@@ -7,8 +7,8 @@
 
 namespace cmha::train {
 
-// The attention keys under `prefix` ("model.encoder_attention", ...), each
-// falling back to model.attention when unset.
+// The attention keys (nn/attention/registry.h) under `prefix`
+// ("model.encoder_attention", ...), each falling back to model.attention when unset.
 nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix);
 nn::TransformerConfig transformer_config(const Recipe& r);
 nn::VitConfig vit_config(const Recipe& r);

@@ -3,49 +3,56 @@
 #include <algorithm>
 #include <limits>
 
+#include "nn/attention/registry.h"
+
 namespace cmha::train {
 
 namespace {
 
 using T = OptionType;
 
-// The attention keys, once for the shared defaults (model.attention) and once
-// for each place an attention sits; the per-place keys inherit when unset.
-void add_attention_group(std::vector<OptionSpec>& r, const std::string& prefix, const std::string& where) {
-  const bool shared = prefix == "model.attention";
-  auto add = [&](const std::string& key, T type, const std::string& def, const std::string& help, double lo = -1e300,
-                 double hi = 1e300, std::vector<std::string> choices = {}) {
-    OptionSpec s{prefix + "." + key, type, shared ? def : "", help + where, lo, hi, std::move(choices), ""};
-    if (!shared) s.inherit_from = "model.attention." + key;
-    r.push_back(std::move(s));
-  };
-  add("type", T::string, "concat", "Attention type", -1e300, 1e300,
-      {"concat", "collaborative", "talking_heads", "grouped"});
-  add("heads", T::integer, "8", "Number of attention heads", 1, 4096);
-  add("key_dim", T::integer, "0", "Total query/key width D_k (D̃k for collaborative); 0 = d_model", 0, 1 << 20);
-  add("value_dim", T::integer, "0", "Total value width; 0 = d_model", 0, 1 << 20);
-  add("bias", T::boolean, "true", "Biases in the projections (collaborative: value and output only)");
-  add("dropout", T::real, "0.0", "Dropout on the attention weights", 0, 0.999);
-  add("scale", T::real, "0.0", "Score scale; 0 = the type's default", 0);
-  add("mixing_init", T::string, "concatenate", "Collaborative mixing-matrix initialisation", -1e300, 1e300,
-      {"concatenate", "normal", "uniform"});
-  add("mixing_std", T::real, "1.0", "Std of the normal mixing initialisation", 0);
-  add("talking_init", T::string, "identity", "Talking-heads mixing initialisation", -1e300, 1e300,
-      {"identity", "normal"});
-  add("talking_std", T::real, "0.0", "Std of the normal talking-heads initialisation; 0 = 1/sqrt(heads)", 0);
-  add("kv_heads", T::integer, "1", "Key/value heads of grouped attention (divides heads)", 1, 4096);
+OptionType option_type(nn::AttentionKeyType t) {
+  switch (t) {
+    case nn::AttentionKeyType::integer: return T::integer;
+    case nn::AttentionKeyType::real: return T::real;
+    case nn::AttentionKeyType::boolean: return T::boolean;
+    case nn::AttentionKeyType::string: return T::string;
+  }
+  return T::string;
+}
+
+// The attention keys (nn/attention/registry.h) under each place model.<place>;
+// a place that inherits has no defaults of its own: its unset keys take the
+// inherited place's value.
+void add_attention_keys(std::vector<OptionSpec>& r) {
+  for (const nn::AttentionPlace& place : nn::attention_places()) {
+    const std::string where =
+        place.inherits.empty() ? "" : " (" + place.role + "; inherits model." + place.inherits + ")";
+    for (const nn::AttentionKey& k : nn::attention_keys()) {
+      OptionSpec s{"model." + place.name + "." + k.name, option_type(k.type),
+                   place.inherits.empty() ? k.default_value : "", k.help + where,
+                   k.min.value_or(-kUnbounded), k.max.value_or(kUnbounded), k.choices, ""};
+      if (!place.inherits.empty()) s.inherit_from = "model." + place.inherits + "." + k.name;
+      r.push_back(std::move(s));
+    }
+  }
 }
 
 std::vector<OptionSpec> build() {
   std::vector<OptionSpec> r;
   auto add = [&](const std::string& path, T type, const std::string& def, const std::string& help,
-                 double lo = -1e300, double hi = 1e300, std::vector<std::string> choices = {}) {
+                 double lo = -kUnbounded, double hi = kUnbounded, std::vector<std::string> choices = {}) {
     r.push_back(OptionSpec{path, type, def, help, lo, hi, std::move(choices), ""});
   };
-  add("model.kind", T::string, "transformer", "Model family", -1e300, 1e300, {"transformer", "vit"});
+  // A string key that takes one of `choices`.
+  auto choice = [&](const std::string& path, const std::string& def, const std::string& help,
+                    std::vector<std::string> choices) {
+    add(path, T::string, def, help, -kUnbounded, kUnbounded, std::move(choices));
+  };
+  choice("model.kind", "transformer", "Model family", {"transformer", "vit"});
   add("model.d_model", T::integer, "512", "Model width", 1, 1 << 20);
   add("model.ffn_dim", T::integer, "2048", "Hidden width of the feed-forward blocks", 1, 1 << 22);
-  add("model.activation", T::string, "relu", "Feed-forward activation", -1e300, 1e300, {"relu", "gelu"});
+  choice("model.activation", "relu", "Feed-forward activation", {"relu", "gelu"});
   add("model.dropout", T::real, "0.1", "Dropout on embeddings and residual branches", 0, 0.999);
   add("model.activation_dropout", T::real, "0.0", "Dropout after the feed-forward activation", 0, 0.999);
   add("model.layer_norm_eps", T::real, "1e-5", "Epsilon of every LayerNorm", 0);
@@ -58,7 +65,7 @@ std::vector<OptionSpec> build() {
   add("model.decoder_final_norm", T::boolean, "false", "LayerNorm after the last decoder layer");
   add("model.share_all_embeddings", T::boolean, "true", "One embedding matrix for source, target and output");
   add("model.scale_embedding", T::boolean, "true", "Multiply embeddings by sqrt(d_model)");
-  add("model.positions", T::string, "sinusoidal", "Position embeddings", -1e300, 1e300, {"sinusoidal", "learned"});
+  choice("model.positions", "sinusoidal", "Position embeddings", {"sinusoidal", "learned"});
   add("model.max_positions", T::integer, "1024", "Longest sequence for learned positions", 1, 1 << 20);
   // Vision transformer
   add("model.image_size", T::integer, "224", "Input image side in pixels", 1, 1 << 16);
@@ -68,12 +75,9 @@ std::vector<OptionSpec> build() {
   add("model.depth", T::integer, "12", "Vision transformer blocks", 1, 1024);
   add("model.drop_path", T::real, "0.1", "Stochastic depth rate at the last block", 0, 0.999);
   add("model.distillation_token", T::boolean, "false", "DeiT distillation token and head");
-  add_attention_group(r, "model.attention", "");
-  add_attention_group(r, "model.encoder_attention", " (encoder self-attention; inherits model.attention)");
-  add_attention_group(r, "model.decoder_attention", " (decoder self-attention; inherits model.attention)");
-  add_attention_group(r, "model.cross_attention", " (decoder cross-attention; inherits model.attention)");
+  add_attention_keys(r);
   // Optimiser and loss
-  add("optim.name", T::string, "adam", "Optimiser", -1e300, 1e300, {"adam", "adamw", "sgd"});
+  choice("optim.name", "adam", "Optimiser", {"adam", "adamw", "sgd"});
   add("optim.lr", T::real, "5e-4", "Peak learning rate", 0);
   add("optim.betas", T::real_list, "[0.9, 0.98]", "Adam betas");
   add("optim.eps", T::real, "1e-9", "Adam epsilon", 0);
@@ -81,7 +85,7 @@ std::vector<OptionSpec> build() {
   add("optim.nesterov", T::boolean, "false", "SGD with Nesterov momentum");
   add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
   add("optim.lr_scale_batch", T::integer, "0", "Scale optim.lr by the global batch (data.batch_size × train.update_freq × processes) over this, as DeiT's lr × batch/512; 0 = no scaling (image tasks only)", 0);
-  add("lr.schedule", T::string, "inverse_sqrt", "Learning-rate schedule (peak optim.lr)", -1e300, 1e300,
+  choice("lr.schedule", "inverse_sqrt", "Learning-rate schedule (peak optim.lr)",
       {"constant", "inverse_sqrt", "noam", "cosine"});
   add("lr.warmup", T::integer, "4000", "Linear warmup length, in updates (epochs when lr.per_epoch)", 0);
   add("lr.warmup_epochs", T::real, "0.0", "Warmup length in epochs, converted to updates unless lr.per_epoch; replaces lr.warmup when > 0", 0);
@@ -94,7 +98,7 @@ std::vector<OptionSpec> build() {
   add("train.seed", T::integer, "1", "Seed of every random draw (initialisation, dropout, data order)", 0);
   add("train.threads", T::integer, "0", "CPU threads; 0 = all cores", 0, 4096);
   add("train.device", T::string, "cpu", "Device to train on: cpu, cuda (= cuda:0) or cuda:N (checked at start-up)");
-  add("train.task", T::string, "translation", "What to train", -1e300, 1e300,
+  choice("train.task", "translation", "What to train",
       {"translation", "image_classification"});
   add("train.save_dir", T::string, "runs/default", "Run directory: checkpoints, metrics.jsonl, the resolved recipe");
   add("train.init_from", T::string, "''", "Start from this checkpoint's weights (fine-tuning: fresh optimiser, schedule and data order); its model must be this recipe's; '' = random initialisation");
@@ -109,12 +113,12 @@ std::vector<OptionSpec> build() {
   add("train.validate_every", T::integer, "0", "Validate every N updates (and at epoch ends, see validate_epoch_ends); 0 = epoch ends only", 0);
   add("train.validate_epoch_ends", T::boolean, "true", "Validate at each epoch end too (false with validate_every > 0: only every N updates, which saves a short run's near-duplicate validations)");
   add("train.best_metric", T::string, "loss", "Validation metric that picks checkpoint_best");
-  add("train.best_mode", T::string, "min", "Whether a smaller or larger best_metric is better", -1e300, 1e300, {"min", "max"});
+  choice("train.best_mode", "min", "Whether a smaller or larger best_metric is better", {"min", "max"});
   add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);
   add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
   add("train.log_every", T::integer, "50", "Write a metrics row (and a plain log line off-terminal) every N updates", 1);
   // Data parallelism (dist/launch.h, train/gradient_buckets.h)
-  add("train.dist_backend", T::string, "auto", "Communicator: auto = mpi when mpirun/srun started several processes, else single", -1e300, 1e300, {"auto", "single", "mpi"});
+  choice("train.dist_backend", "auto", "Communicator: auto = mpi when mpirun/srun started several processes, else single", {"auto", "single", "mpi"});
   add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass", 1e-6, 1 << 20);
   add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
   // ---- translation data (translation_task) ----
@@ -122,7 +126,7 @@ std::vector<OptionSpec> build() {
   add("data.valid_prefix", T::string, "work/local_en_de/dev", "Validation corpus prefix (as data.train_prefix)");
   add("data.source_lang", T::string, "en", "Source-side file suffix");
   add("data.target_lang", T::string, "de", "Target-side file suffix");
-  add("data.spm_model_type", T::string, "unigram", "Joint SentencePiece model trained once per run dir (<save_dir>/spm.model; size model.vocab_size)", -1e300, 1e300, {"unigram", "bpe"});
+  choice("data.spm_model_type", "unigram", "Joint SentencePiece model trained once per run dir (<save_dir>/spm.model; size model.vocab_size)", {"unigram", "bpe"});
   add("data.spm_sample_sentences", T::integer, "100000", "Sentences (of both sides) sampled to train the SentencePiece model; 0 = all", 0);
   add("data.max_len", T::integer, "128", "Drop pairs with more tokens than this on either side (eos/bos included)", 1, 1 << 20);
   add("data.max_tokens", T::integer, "4096", "Tokens per micro-batch: sentences × max(padded source, padded target)", 1, 1 << 24);
@@ -148,7 +152,7 @@ std::vector<OptionSpec> build() {
   add("data.mean", T::real, "0.2860", "Pixel mean subtracted before the model (Fashion-MNIST's)");
   add("data.std", T::real, "0.3530", "Pixel std divided out before the model (Fashion-MNIST's)", 1e-6);
   // Image loader (data/image_loader.h; read by train/image_pipeline.cpp)
-  add("data.format", T::string, "idx", "Image data: IDX files (data.train_images, ...) or an ImageFolder tree under data.root", -1e300, 1e300, {"idx", "image_folder"});
+  choice("data.format", "idx", "Image data: IDX files (data.train_images, ...) or an ImageFolder tree under data.root", {"idx", "image_folder"});
   add("data.root", T::string, "''", "ImageFolder root holding <train_dir>/<class>/<image> and <valid_dir>/<class>/<image> (.jpg, .jpeg, .png)");
   add("data.train_dir", T::string, "train", "Training split folder under data.root");
   add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");

@@ -9,14 +9,17 @@ namespace cmha::train {
 
 enum class OptionType { integer, real, boolean, string, real_list };
 
+// The bound of a number key that has none (min = -kUnbounded, max = kUnbounded).
+inline constexpr double kUnbounded = 1e300;
+
 struct OptionSpec {
   std::string path;           // "model.d_model"
   OptionType type;
   std::string default_value;  // as YAML text; "" with inherit_from set means "inherit"
   std::string help;
-  double min = -1e300, max = 1e300;  // for numbers
-  std::vector<std::string> choices;  // for strings; empty = any
-  std::string inherit_from;          // unset keys take this key's value
+  double min = -kUnbounded, max = kUnbounded;  // for numbers
+  std::vector<std::string> choices;            // for strings; empty = any
+  std::string inherit_from;                    // unset keys take this key's value
 };
 
 const std::vector<OptionSpec>& option_registry();

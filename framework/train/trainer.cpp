@@ -11,6 +11,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "nn/attention/registry.h"
 #include "optim/clip.h"
 #include "optim/ema.h"
 #include "optim/optimizer.h"
@@ -42,9 +43,10 @@ std::string architecture_of(const std::string& recipe_yaml) {
   model.remove("drop_path");
   // Initialisation-only keys: the weights replace whatever they drew.
   const YAML::Node& places = model;  // const: looking a place up must not add it
-  for (const char* place : {"attention", "encoder_attention", "decoder_attention", "cross_attention"})
-    if (YAML::Node group = places[place])
-      for (const char* key : {"mixing_init", "mixing_std", "talking_init", "talking_std"}) group.remove(key);
+  for (const nn::AttentionPlace& place : nn::attention_places())
+    if (YAML::Node group = places[place.name])
+      for (const nn::AttentionKey& key : nn::attention_keys())
+        if (key.init_only) group.remove(key.name);
   return YAML::Dump(model);
 }
 

@@ -43,9 +43,7 @@ class TranslationTask : public Task {
 
   nn::Transformer& transformer() { return *model_; }
   const data::SentencePieceVocab& vocab() const { return *vocab_; }
-  const data::TokenBatcher& train_batcher() const { return *train_batcher_; }
   const std::vector<data::Batch>& current_batches() const { return batches_; }
-  const data::TokenCache& train_source() const { return train_src_; }
   const data::TokenCache& train_target() const { return train_tgt_; }
   // Whether the constructor encoded the splits (false: both caches were reused).
   bool encoded_caches() const { return encoded_; }

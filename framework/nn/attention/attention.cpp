@@ -1,17 +1,13 @@
 #include "nn/attention/attention.h"
 
-#include <cmath>
 #include <limits>
 
 #include "autograd/ops.h"
-#include "nn/attention/collaborative.h"
-#include "nn/attention/concat.h"
-#include "nn/attention/grouped.h"
-#include "nn/attention/talking_heads.h"
+#include "backend/kernels.h"
 
 namespace cmha::nn {
 
-Attention::Attention(const AttentionConfig& cfg, int64_t d_model) : cfg_(cfg), d_model_(d_model) {
+Attention::Attention(const AttentionConfig& cfg, int64_t d_model) : cfg_(cfg) {
   if (cfg_.key_dim == 0) cfg_.key_dim = d_model;
   if (cfg_.value_dim == 0) cfg_.value_dim = d_model;
   CMHA_CHECK(cfg_.heads > 0, "attention.heads must be positive, got " + std::to_string(cfg_.heads));
@@ -49,24 +45,14 @@ Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_o
   }
   if (mask.causal) {
     // key j is hidden from query i when j > i + key_offset
-    Tensor future = Tensor::empty({Tq, Tk}, DType::b8);
-    bool* f = future.data<bool>();
-    for (int64_t i = 0; i < Tq; ++i)
-      for (int64_t j = 0; j < Tk; ++j) f[i * Tk + j] = j > i + key_offset;
+    Tensor future = Tensor::empty({Tq, Tk}, DType::b8, scores.device());
+    CMHA_KERNEL(future.device(), mask.causal)(future, key_offset);
     scores = masked_fill(scores, future, neg_inf);
   }
   Tensor probs = softmax(scores, -1);
   if (mixing.weights.defined())
     probs = matmul(mixing.weights, probs.reshape({B, H, Tq * Tk})).view({B, H, Tq, Tk});
   return drop.forward(probs);
-}
-
-std::shared_ptr<Attention> make_attention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen) {
-  if (cfg.type == "concat") return std::make_shared<ConcatAttention>(cfg, d_model, init_gen);
-  if (cfg.type == "collaborative") return std::make_shared<CollaborativeAttention>(cfg, d_model, init_gen);
-  if (cfg.type == "talking_heads") return std::make_shared<TalkingHeadsAttention>(cfg, d_model, init_gen);
-  if (cfg.type == "grouped") return std::make_shared<GroupedAttention>(cfg, d_model, init_gen);
-  throw Error("attention.type '" + cfg.type + "' is unknown; expected concat, collaborative, talking_heads or grouped");
 }
 
 }  // namespace cmha::nn

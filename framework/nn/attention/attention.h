@@ -1,16 +1,23 @@
 #pragma once
 // The attention family behind one interface. A recipe picks the type with
 // one key (attention.type); checkpoints record it (Attention::type()).
+// nn/attention/registry.h lists the types, their recipe keys and the places
+// attention sits in the models:
 //   concat         Vaswani multi-head attention; key_dim free of d_model
 //   collaborative  shared W̃_Q, W̃_K of width D̃k mixed per head (Cordonnier et al. 2020)
 //   talking_heads  H×H mixing of logits and weights (Shazeer et al. 2020)
 //   grouped        kv_heads key/value heads shared by groups of query heads
+#include <map>
 #include <memory>
 #include <string>
+#include <variant>
 
 #include "nn/layers.h"
 
 namespace cmha::nn {
+
+// The value of one attention key (registry.h), as the recipe types it.
+using AttentionValue = std::variant<int64_t, double, bool, std::string>;
 
 struct AttentionConfig {
   std::string type = "concat";
@@ -28,6 +35,12 @@ struct AttentionConfig {
   float talking_std = 0.0f;               // 0 = 1/√heads for normal
   // grouped: number of key/value heads (divides heads)
   int64_t kv_heads = 1;
+  // The keys of a type registered without a member here (AttentionKey::field
+  // unset), by name. extra_value<T> (T: int64_t, double, bool, std::string)
+  // reads one, or its registered default when the config never set it.
+  std::map<std::string, AttentionValue> extra;
+  template <typename T>
+  T extra_value(const std::string& key) const;
 };
 
 // What a query may not look at.
@@ -56,7 +69,6 @@ class Attention : public Module {
                          AttentionCache* cache = nullptr) = 0;
   virtual const char* type() const = 0;
   const AttentionConfig& config() const { return cfg_; }
-  int64_t model_dim() const { return d_model_; }
   float scale() const { return scale_; }
   std::shared_ptr<Linear> value_proj, out_proj;  // shared by every type
 
@@ -65,13 +77,12 @@ class Attention : public Module {
   // Shared tail: heads [B, H, Tq, dv] -> [B, Tq, H·dv] -> output projection.
   Tensor merge_heads(const Tensor& heads) const;
   AttentionConfig cfg_;
-  int64_t d_model_;
   float scale_ = 1.0f;
   std::shared_ptr<Dropout> attn_drop_;
 };
 
-// Builds the attention named by cfg.type; an unknown type or inconsistent
-// sizes are a cmha::Error naming the key.
+// Builds the attention named by cfg.type (registry.h); an unknown type or
+// inconsistent sizes are a cmha::Error naming the key.
 std::shared_ptr<Attention> make_attention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen);
 
 // Splits [B, T, H·d] into heads [B, H, T, d].

@@ -4,9 +4,22 @@
 
 #include "autograd/ops.h"
 #include "nn/attention/concat.h"
+#include "nn/attention/registry.h"
 #include "nn/init.h"
 
 namespace cmha::nn {
+
+AttentionType collaborative_attention_type() {
+  return {.name = "collaborative",
+          .make = construct_attention<CollaborativeAttention>,
+          .keys = {{.name = "mixing_init", .type = AttentionKeyType::string, .default_value = "concatenate",
+                    .help = "Collaborative mixing-matrix initialisation", .choices = {"concatenate", "normal", "uniform"},
+                    .init_only = true, .field = &AttentionConfig::mixing_init},
+                   {.name = "mixing_std", .type = AttentionKeyType::real, .default_value = "1.0",
+                    .help = "Std of the normal mixing initialisation", .min = 0, .init_only = true,
+                    .field = &AttentionConfig::mixing_std}},
+          .key_dim_note = "D~k, shared by the heads"};
+}
 
 CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
     : Attention(cfg, d_model) {
@@ -23,9 +36,7 @@ CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64
     // Blocks of ones: head h uses dims [h·D̃k/H, (h+1)·D̃k/H) — exactly concat attention.
     CMHA_CHECK(Dk % H == 0, "attention.mixing_init 'concatenate' needs key_dim (" + std::to_string(Dk) +
                                 ") divisible by heads (" + std::to_string(H) + "); use normal or uniform");
-    float* m = mixing.data<float>();
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t j = h * (Dk / H); j < (h + 1) * (Dk / H); ++j) m[h * Dk + j] = 1.0f;
+    init::block_identity_(mixing);
   } else if (cfg_.mixing_init == "normal") {
     init::normal_(mixing, init_gen, 0.0f, cfg_.mixing_std);
   } else if (cfg_.mixing_init == "uniform") {

@@ -3,8 +3,11 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "nn/attention/registry.h"
 
 namespace cmha::nn {
+
+AttentionType concat_attention_type() { return {.name = "concat", .make = construct_attention<ConcatAttention>}; }
 
 ConcatAttention::ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
     : Attention(cfg, d_model) {

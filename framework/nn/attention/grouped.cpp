@@ -4,8 +4,17 @@
 
 #include "autograd/ops.h"
 #include "nn/attention/concat.h"
+#include "nn/attention/registry.h"
 
 namespace cmha::nn {
+
+AttentionType grouped_attention_type() {
+  return {.name = "grouped",
+          .make = construct_attention<GroupedAttention>,
+          .keys = {{.name = "kv_heads", .type = AttentionKeyType::integer, .default_value = "1",
+                    .help = "Key/value heads of grouped attention (divides heads)", .min = 1, .max = 4096,
+                    .field = &AttentionConfig::kv_heads}}};
+}
 
 GroupedAttention::GroupedAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
     : Attention(cfg, d_model) {

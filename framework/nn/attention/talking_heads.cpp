@@ -2,9 +2,21 @@
 
 #include <cmath>
 
+#include "nn/attention/registry.h"
 #include "nn/init.h"
 
 namespace cmha::nn {
+
+AttentionType talking_heads_attention_type() {
+  return {.name = "talking_heads",
+          .make = construct_attention<TalkingHeadsAttention>,
+          .keys = {{.name = "talking_init", .type = AttentionKeyType::string, .default_value = "identity",
+                    .help = "Talking-heads mixing initialisation", .choices = {"identity", "normal"},
+                    .init_only = true, .field = &AttentionConfig::talking_init},
+                   {.name = "talking_std", .type = AttentionKeyType::real, .default_value = "0.0",
+                    .help = "Std of the normal talking-heads initialisation; 0 = 1/sqrt(heads)", .min = 0,
+                    .init_only = true, .field = &AttentionConfig::talking_std}}};
+}
 
 TalkingHeadsAttention::TalkingHeadsAttention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen)
     : ConcatAttention(cfg, d_model, init_gen) {
@@ -12,8 +24,8 @@ TalkingHeadsAttention::TalkingHeadsAttention(const AttentionConfig& cfg, int64_t
   logit_mixing = register_parameter("logit_mixing", Tensor::zeros({H, H}));
   weight_mixing = register_parameter("weight_mixing", Tensor::zeros({H, H}));
   if (cfg_.talking_init == "identity") {
-    for (Tensor* m : {&logit_mixing, &weight_mixing})
-      for (int64_t h = 0; h < H; ++h) m->data<float>()[h * H + h] = 1.0f;
+    init::block_identity_(logit_mixing);
+    init::block_identity_(weight_mixing);
   } else if (cfg_.talking_init == "normal") {
     const float std = cfg_.talking_std > 0 ? cfg_.talking_std : 1.0f / std::sqrt(static_cast<float>(H));
     init::normal_(logit_mixing, init_gen, 0.0f, std);
