@@ -10,6 +10,7 @@
 #include "compress/convert_attention.h"
 #include "nn/attention/registry.h"
 #include "tensor/error.h"
+#include "train/options.h"
 
 namespace cmha::cli {
 
@@ -89,7 +90,7 @@ int compress_command(const Args& args) {
     else if (a == "--key-dim") opt.shared_dim = parse_int(option_value(args, i, "compress"), a, 1, 1 << 20);
     else if (a == "--layers") opt.places = split_commas(option_value(args, i, "compress"));
     else if (a == "--iters") opt.als.max_iters = parse_int(option_value(args, i, "compress"), a, 1, 1000000);
-    else if (a == "--tol") opt.als.tol = parse_real(option_value(args, i, "compress"), a, 0, 1e300);
+    else if (a == "--tol") opt.als.tol = parse_real(option_value(args, i, "compress"), a, 0, train::kUnbounded);
     else if (a == "--init") opt.als.init = option_value(args, i, "compress");
     else if (a == "--seed") opt.als.seed = static_cast<uint64_t>(parse_int(option_value(args, i, "compress"), a, 0, 1LL << 62));
     else if (a == "--threads") omp_set_num_threads(static_cast<int>(parse_int(option_value(args, i, "compress"), a, 1, 4096)));

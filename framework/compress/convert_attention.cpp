@@ -56,8 +56,9 @@ std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vec
     const AttentionPlace* found = nullptr;
     std::string known;
     for (const auto& p : all) {
-      if (n == p.name || n == p.place->short_name || (!p.place->alias.empty() && n == p.place->alias)) found = &p;
-      known += (known.empty() ? "" : ", ") + p.place->short_name;
+      const nn::AttentionPlace& place = *p.place;
+      if (n == place.name || n == place.short_name || (!place.alias.empty() && n == place.alias)) found = &p;
+      known += (known.empty() ? "" : ", ") + place.short_name;
     }
     CMHA_CHECK(found && !found->prefixes.empty(),
                "--layers: this " + r.string("model.kind") + " has no attention place '" + n + "' (it has: " + known + ")");

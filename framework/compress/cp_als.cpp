@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/onednn.h"
+#include "backend/kernels.h"
 #include "compress/dense_linalg.h"
 #include "tensor/error.h"
 #include "tensor/rng.h"
@@ -12,10 +12,11 @@ namespace cmha::compress {
 
 namespace {
 
-// a · b through oneDNN (a may be a transposed view).
+// a · b through the matmul kernel (a may be a transposed view).
 Tensor mm(const Tensor& a, const Tensor& b) {
-  Tensor c = Tensor::empty({a.size(0), b.size(1)});
-  cpu::matmul_into(a, b, Tensor(), c);
+  const Device dev = common_device("cp_als matmul", {a, b});
+  Tensor c = Tensor::empty({a.size(0), b.size(1)}, DType::f32, dev);
+  CMHA_KERNEL(dev, matmul.matmul)(a, b, Tensor(), c);
   return c;
 }
 

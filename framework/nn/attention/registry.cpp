@@ -13,7 +13,8 @@ namespace cmha::nn {
   X(concat)                     \
   X(collaborative)              \
   X(talking_heads)              \
-  X(grouped)
+  X(grouped)                    \
+  /* a new type: one line above this one */
 
 #define CMHA_DECLARE_ATTENTION_TYPE(name) AttentionType name##_attention_type();
 CMHA_ATTENTION_TYPES(CMHA_DECLARE_ATTENTION_TYPE)
@@ -26,7 +27,8 @@ using K = AttentionKeyType;
 // The keys every type reads (type's choices are filled in from the types).
 std::vector<AttentionKey> shared_keys() {
   return {
-      {.name = "type", .type = K::string, .default_value = "", .help = "Attention type", .field = &AttentionConfig::type},
+      {.name = "type", .type = K::string, .default_value = "", .help = "Attention type",
+       .field = &AttentionConfig::type},
       {.name = "heads", .type = K::integer, .default_value = "8", .help = "Number of attention heads", .min = 1,
        .max = 4096, .field = &AttentionConfig::heads},
       {.name = "key_dim", .type = K::integer, .default_value = "0",
