@@ -41,7 +41,7 @@ std::string plot_script_path(const std::string& name);
 std::string option_value(const Args& args, size_t& i, const char* command);
 // A whole number in [min, max], or a cmha::Error naming the option and text.
 long long parse_int(const std::string& text, const std::string& option, long long min, long long max);
-// A number in [min, max] (max 1e300: no upper bound), or a cmha::Error naming the option and text.
+// A number in [min, max] (max train::kUnbounded: no upper bound), or a cmha::Error naming the option and text.
 double parse_real(const std::string& text, const std::string& option, double min, double max);
 
 }  // namespace cmha::cli

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "tensor/error.h"
+#include "train/options.h"
 
 #ifndef CMHA_VERSION
 #define CMHA_VERSION "unknown"
@@ -105,7 +106,7 @@ double parse_real(const std::string& text, const std::string& option, double min
   }
   if (used != text.size() || used == 0 || !(v >= min && v <= max)) {
     char range[96];
-    if (max >= 1e300) std::snprintf(range, sizeof range, "a number of at least %g", min);
+    if (max >= train::kUnbounded) std::snprintf(range, sizeof range, "a number of at least %g", min);
     else std::snprintf(range, sizeof range, "a number from %g to %g", min, max);
     throw Error("option '" + option + "' needs " + range + ", not '" + text + "'");
   }

@@ -153,10 +153,6 @@ void Tensor::check_host(const char* op) const {
                                     device().str());
 }
 
-void Tensor::check_cpu(const char* op) const {
-  CMHA_CHECK(device().is_cpu(), std::string(op) + ": this op runs on the CPU only so far, got " + describe());
-}
-
 Device common_device(const char* op, std::initializer_list<Tensor> ts) {
   const Tensor* first = nullptr;
   for (const Tensor& t : ts) {

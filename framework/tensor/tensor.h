@@ -139,7 +139,6 @@ class Tensor {
   // ---- checks that raise clear errors naming `op` ----
   void check_dtype(DType expected, const char* op) const;
   void check_host(const char* op) const;  // CPU memory, readable by host code
-  void check_cpu(const char* op) const;   // TRANSITIONAL: goes when every op runs through backend/kernels.h
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
