@@ -23,6 +23,11 @@ struct ReduceKernels {
   // g f32 and indices i64 of dx's shape with `dim` of size 1, any strides; dx
   // f32, contiguous, preallocated (and zero-filled) by the caller.
   void (*max_backward)(const Tensor& g, const Tensor& indices, int64_t dim, const Tensor& dx) = nullptr;
+  // The metric of top-k accuracy: rank[b] = how many classes score strictly
+  // above the target class in row b (0 is a top-1 hit, < 5 a top-5 hit). z f32
+  // contiguous [B, C]; target i64 contiguous [B], each in [0, C) (the caller
+  // checks); rank i64 contiguous [B], preallocated by the caller.
+  void (*target_rank)(const Tensor& z, const Tensor& target, const Tensor& rank) = nullptr;
 };
 
 }  // namespace cmha::backend

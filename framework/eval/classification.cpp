@@ -2,6 +2,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/kernels.h"
 #include "tensor/error.h"
 
 namespace cmha::eval {
@@ -15,19 +16,18 @@ void ClassificationMeter::add(const Tensor& logits, const Tensor& labels) {
              "classification scores need logits [B, C] and labels [B], got " + logits.describe() + " and " +
                  labels.describe());
   autograd::NoGradGuard no_grad;
+  // (The cross-entropy also checks that every label is a class of the logits.)
   loss_sum_ += cross_entropy(logits, labels, 0.0f, -100, Reduction::sum).item();
-  const Tensor z = logits.contiguous();
-  const float* pz = z.data<float>();
-  const auto y = labels.to_i64_vector();
-  const int64_t B = logits.size(0), C = logits.size(1);
-  for (int64_t b = 0; b < B; ++b) {
-    const float target = pz[b * C + y[b]];
-    int64_t better = 0;  // classes scoring above the true one
-    for (int64_t c = 0; c < C; ++c) better += pz[b * C + c] > target;
+  const Device dev = common_device("classification scores", {logits, labels});
+  const Tensor z = logits.detach().contiguous().to(DType::f32);
+  const Tensor y = labels.to(DType::i64).contiguous();
+  Tensor rank = Tensor::empty({logits.size(0)}, DType::i64, dev);  // [B]: classes scoring above the true one
+  CMHA_KERNEL(dev, reduce.target_rank)(z, y, rank);
+  for (int64_t better : rank.to_i64_vector()) {
     top1_ += better == 0;
     top5_ += better < 5;
   }
-  samples_ += B;
+  samples_ += logits.size(0);
 }
 
 ClassificationScores ClassificationMeter::scores() const {

@@ -108,6 +108,19 @@ void max_backward(const Tensor& g, const Tensor& indices, int64_t d, const Tenso
   gt.copy_(gtc);
 }
 
+void target_rank(const Tensor& z, const Tensor& target, const Tensor& rank) {
+  const int64_t B = z.size(0), C = z.size(1);
+  const float* pz = z.data<float>();
+  const int64_t* y = target.data<int64_t>();
+  int64_t* r = rank.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const float t = pz[b * C + y[b]];
+    int64_t better = 0;
+    for (int64_t c = 0; c < C; ++c) better += pz[b * C + c] > t;
+    r[b] = better;
+  }
+}
+
 }  // namespace
 
 backend::ReduceKernels reduce_kernels() {
@@ -115,6 +128,7 @@ backend::ReduceKernels reduce_kernels() {
   k.sum = sum;
   k.max = max;
   k.max_backward = max_backward;
+  k.target_rank = target_rank;
   return k;
 }
 
