@@ -4,33 +4,13 @@
 #include <cmath>
 
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/map.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/vec_math.h"
 
 namespace cmha::cpu {
 
 namespace {
-
-// po[i] = f(pa[i]); a, out contiguous f32 of one shape.
-template <typename F>
-void map1(const Tensor& a, const Tensor& out, F f) {
-  const float* pa = a.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = a.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i]);
-}
-
-// po[i] = f(pa[i], pb[i]); a, b, out contiguous f32 of one shape.
-template <typename F>
-void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  float* po = out.data<float>();
-  const int64_t n = a.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
-}
 
 constexpr float kSqrtHalf = 0.70710678118654752f;   // 1/√2
 constexpr float kInvSqrt2Pi = 0.39894228040143268f; // 1/√(2π)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/kernel_table.h"
+#include "backend/cpu/map.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/strided.h"
 
@@ -57,29 +58,19 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   }
 }
 
-// out[i] = f(a[i]); a, out contiguous f32.
-template <typename F>
-void unary_loop(const Tensor& a, const Tensor& out, F f) {
-  const float* pa = a.data<float>();
-  float* o = out.data<float>();
-  const int64_t n = out.numel();
-#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i]);
-}
-
 void unary(UnaryOp op, const Tensor& a, const Tensor& out, float s) {
   switch (op) {
-    case UnaryOp::add_scalar: return unary_loop(a, out, [s](float x) { return x + s; });
-    case UnaryOp::mul_scalar: return unary_loop(a, out, [s](float x) { return x * s; });
-    case UnaryOp::neg: return unary_loop(a, out, [](float x) { return -x; });
-    case UnaryOp::exp: return unary_loop(a, out, [](float x) { return std::exp(x); });
-    case UnaryOp::log: return unary_loop(a, out, [](float x) { return std::log(x); });
-    case UnaryOp::sqrt: return unary_loop(a, out, [](float x) { return std::sqrt(x); });
-    case UnaryOp::pow_scalar: return unary_loop(a, out, [e = s](float x) { return std::pow(x, e); });
-    case UnaryOp::tanh: return unary_loop(a, out, [](float x) { return std::tanh(x); });
+    case UnaryOp::add_scalar: return map1(a, out, [s](float x) { return x + s; });
+    case UnaryOp::mul_scalar: return map1(a, out, [s](float x) { return x * s; });
+    case UnaryOp::neg: return map1(a, out, [](float x) { return -x; });
+    case UnaryOp::exp: return map1(a, out, [](float x) { return std::exp(x); });
+    case UnaryOp::log: return map1(a, out, [](float x) { return std::log(x); });
+    case UnaryOp::sqrt: return map1(a, out, [](float x) { return std::sqrt(x); });
+    case UnaryOp::pow_scalar: return map1(a, out, [e = s](float x) { return std::pow(x, e); });
+    case UnaryOp::tanh: return map1(a, out, [](float x) { return std::tanh(x); });
     case UnaryOp::pow_scalar_grad:
-      return unary_loop(a, out, [e = s](float x) { return e * std::pow(x, e - 1.0f); });
-    case UnaryOp::tanh_grad: return unary_loop(a, out, [](float t) { return 1.0f - t * t; });
+      return map1(a, out, [e = s](float x) { return e * std::pow(x, e - 1.0f); });
+    case UnaryOp::tanh_grad: return map1(a, out, [](float t) { return 1.0f - t * t; });
   }
 }
 
