@@ -10,6 +10,7 @@
 // to add), on the code *before* the change being checked.
 #include <gtest/gtest.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -26,7 +27,8 @@
 namespace cmha {
 namespace {
 
-// The CPU model, oneDNN's instruction set and the compiler: what the bytes of a run depend on.
+// The CPU model and its cache sizes (oneDNN blocks its GEMMs by them),
+// oneDNN's instruction set and the compiler: what the bytes of a run depend on.
 std::string machine_signature() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, model = "unknown-cpu";
@@ -35,7 +37,10 @@ std::string machine_signature() {
       model = line.substr(line.find(':') + 2);
       break;
     }
-  return model + " | dnnl-isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) + " | " + __VERSION__;
+  const auto kib = [](int name) { return std::to_string(sysconf(name) / 1024) + "K"; };
+  return model + " | L1d " + kib(_SC_LEVEL1_DCACHE_SIZE) + " L2 " + kib(_SC_LEVEL2_CACHE_SIZE) + " L3 " +
+         kib(_SC_LEVEL3_CACHE_SIZE) + " | dnnl-isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) +
+         " | " + __VERSION__;
 }
 
 // FNV-1a over every tensor (name, dtype, shape, bytes, in name order) and the
