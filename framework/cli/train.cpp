@@ -1,10 +1,12 @@
-// cmha train [RECIPE] [--resume] [--dump-config] [key.path=value ...]
+// cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [key.path=value ...]
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -13,6 +15,7 @@
 #include "train/device.h"
 #include "train/image_task.h"
 #include "train/options.h"
+#include "train/run_dir.h"
 #include "train/run_results.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
@@ -21,7 +24,7 @@ namespace cmha::cli {
 namespace {
 
 const char* kTrainUsage =
-    "usage: cmha train [RECIPE] [--resume] [--dump-config] [--threads T] [key.path=value ...]\n"
+    "usage: cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [--threads T] [key.path=value ...]\n"
     "\n"
     "Trains the model a YAML recipe describes; without one, the built-in recipe\n"
     "recipes/local/en_de_transformer_small.yaml (a small collaborative-attention\n"
@@ -32,8 +35,18 @@ const char* kTrainUsage =
     "Data parallel: 'mpirun -np N cmha train RECIPE' (or srun under Slurm) trains\n"
     "on N processes, each on 1/N of every batch; see train.dist_* below.\n"
     "\n"
+    "The run directory (train.save_dir) belongs to one run: a fresh start into a\n"
+    "directory that holds a run (checkpoints, metrics.jsonl, results.json) is\n"
+    "refused, and so is a second process on a directory in use (DIR/.lock).\n"
+    "Temporaries of saves killed mid-write (*.tmp.PID of a dead PID) are removed.\n"
+    "\n"
     "options:\n"
-    "  --resume        continue from the latest checkpoint in train.save_dir\n"
+    "  --resume        continue from the latest checkpoint in train.save_dir (afresh\n"
+    "                  when it has none); without RECIPE, with the directory's own\n"
+    "                  recipe (DIR/recipe.yaml) and the overrides given\n"
+    "  --overwrite     start afresh in a directory that holds a run: DELETES that\n"
+    "                  run's checkpoints, metrics.jsonl, results.json, recipe.yaml,\n"
+    "                  spm.model, cache/ and test.*.hyp first (other files stay)\n"
     "  --dump-config   print the resolved recipe (every key) and exit\n"
     "  --threads T     CPU threads (overrides train.threads)\n"
     "  -h, --help      this help and every recipe key\n";
@@ -47,7 +60,7 @@ void print_keys() {
   }
 }
 
-int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool resume, long long threads,
+int train_with(const train::Recipe& recipe, const std::string& recipe_path, train::RunStart start, long long threads,
                dist::Communicator& comm);
 
 }  // namespace
@@ -55,7 +68,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool
 int train_command(const Args& args) {
   std::string recipe_path;
   std::vector<std::string> overrides;
-  bool resume = false, dump = false;
+  bool resume = false, overwrite = false, dump = false;
   long long threads = -1;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -65,6 +78,8 @@ int train_command(const Args& args) {
       return 0;
     } else if (a == "--resume") {
       resume = true;
+    } else if (a == "--overwrite") {
+      overwrite = true;
     } else if (a == "--dump-config") {
       dump = true;
     } else if (a == "--threads") {
@@ -79,9 +94,21 @@ int train_command(const Args& args) {
       throw Error("cmha train takes one recipe, got '" + recipe_path + "' and '" + a + "'");
     }
   }
-  const train::Recipe recipe = recipe_path.empty()
-                                   ? train::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
-                                   : train::Recipe::load(recipe_path, overrides);
+  CMHA_CHECK(!(resume && overwrite), "--resume continues the run in train.save_dir and --overwrite "
+                                     "deletes it: give one of them");
+  train::Recipe recipe = recipe_path.empty()
+                             ? train::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
+                             : train::Recipe::load(recipe_path, overrides);
+  if (resume && recipe_path.empty()) {
+    // Continue the run's own recipe, not the built-in one it may never have used.
+    const std::string stored = (std::filesystem::path(recipe.string("train.save_dir")) / "recipe.yaml").string();
+    if (std::filesystem::is_regular_file(stored)) {
+      recipe_path = stored;
+      recipe = train::Recipe::load(recipe_path, overrides);
+    }
+  }
+  const train::RunStart start = resume ? train::RunStart::resume
+                                       : (overwrite ? train::RunStart::overwrite : train::RunStart::fresh);
   if (dump) {
     std::fputs(recipe.dump().c_str(), stdout);
     return 0;
@@ -90,13 +117,16 @@ int train_command(const Args& args) {
   const std::unique_ptr<dist::Communicator> comm_owner =
       dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
   dist::Communicator& comm = *comm_owner;
-  return dist::run_or_abort(comm, [&] { return train_with(recipe, recipe_path, resume, threads, comm); });
+  return dist::run_or_abort(comm, [&] { return train_with(recipe, recipe_path, start, threads, comm); });
 }
 
 namespace {
 
-int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool resume, long long threads,
+int train_with(const train::Recipe& recipe, const std::string& recipe_path, train::RunStart start, long long threads,
                dist::Communicator& comm) {
+  // Rank 0 alone writes the run directory; it holds it until the process ends (the final evaluation included).
+  std::optional<train::RunDirLock> run_dir;
+  if (comm.is_main()) run_dir.emplace(train::claim_run_directory(recipe.string("train.save_dir"), start));
   long long t = threads > 0 ? threads : recipe.integer("train.threads");
   // "All cores" shared by the ranks on this machine, within the cores this rank is bound to
   // (OpenMP's default count follows the binding; mpirun binds 2 ranks to a core each).
@@ -124,7 +154,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool
                  static_cast<long long>(task->model().num_parameters()), recipe.string("model.attention.type").c_str(),
                  comm.size(), omp_get_max_threads(), recipe.string("train.save_dir").c_str());
   train::TrainerHooks hooks;
-  hooks.resume = resume;
+  hooks.resume = start == train::RunStart::resume;
   hooks.stop_requested = [] { return interrupted(); };
   train::Trainer trainer(recipe, *task, comm, hooks);
   const train::TrainSummary s = trainer.run();
