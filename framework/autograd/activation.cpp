@@ -22,7 +22,8 @@ Tensor relu(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
   CMHA_KERNEL(dev, activation.relu)(xc, out);
   if (autograd::needs_grad({x}))
-    autograd::record(out, "relu", {x}, [y = out.detach()](const Tensor& g) {
+    autograd::record(out, "relu", {x}, [saved_y = autograd::SavedTensor(out.detach())](const Tensor& g) {
+      const Tensor& y = saved_y.get("relu backward");
       const Device gdev = common_device("relu backward", {y, g});
       Tensor gc = g.is_contiguous() ? g : g.contiguous();
       Tensor dx = Tensor::empty(y.shape(), DType::f32, gdev);
@@ -38,7 +39,8 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
   Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
   CMHA_KERNEL(dev, activation.gelu)(xc, out, tanh_approximation);
   if (autograd::needs_grad({x}))
-    autograd::record(out, "gelu", {x}, [xs = xc.detach(), tanh_approximation](const Tensor& g) {
+    autograd::record(out, "gelu", {x}, [saved_x = autograd::SavedTensor(xc.detach()), tanh_approximation](const Tensor& g) {
+      const Tensor& xs = saved_x.get("gelu backward");
       const Device gdev = common_device("gelu backward", {xs, g});
       Tensor gc = g.is_contiguous() ? g : g.contiguous();
       Tensor dx = Tensor::empty(xs.shape(), DType::f32, gdev);

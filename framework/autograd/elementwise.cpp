@@ -69,10 +69,12 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(a, b, "mul", BinaryOp::mul);
   if (autograd::needs_grad({a, b})) {
+    // Each side's gradient needs only the other side's value.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record(out, "mul", {a, b}, [a, b, ga, gb](const Tensor& g) {
-      return std::vector<Tensor>{ga ? sum_to(mul(g, b), a.shape()) : Tensor(),
-                                 gb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+    autograd::SavedTensor saved_a(gb ? a.detach() : Tensor()), saved_b(ga ? b.detach() : Tensor());
+    autograd::record(out, "mul", {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+      return std::vector<Tensor>{ga ? sum_to(mul(g, saved_b.get("mul backward")), sa) : Tensor(),
+                                 gb ? sum_to(mul(g, saved_a.get("mul backward")), sb) : Tensor()};
     });
   }
   return out;
@@ -81,11 +83,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(a, b, "div", BinaryOp::div);
   if (autograd::needs_grad({a, b})) {
+    // d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b: b always, the output for b's side; never a.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record(out, "div", {a, b}, [a, b, out_ = out.detach(), ga, gb](const Tensor& g) {
-      // d(a/b)/db = -(a/b)/b
-      return std::vector<Tensor>{ga ? sum_to(div(g, b), a.shape()) : Tensor(),
-                                 gb ? sum_to(neg(div(mul(g, out_), b)), b.shape()) : Tensor()};
+    autograd::SavedTensor saved_b(b.detach()), saved_out(gb ? out.detach() : Tensor());
+    autograd::record(out, "div", {a, b}, [saved_b, saved_out, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+      const Tensor& bv = saved_b.get("div backward");
+      return std::vector<Tensor>{ga ? sum_to(div(g, bv), sa) : Tensor(),
+                                 gb ? sum_to(neg(div(mul(g, saved_out.get("div backward")), bv)), sb) : Tensor()};
     });
   }
   return out;
@@ -115,22 +119,26 @@ Tensor neg(const Tensor& a) {
 Tensor exp(const Tensor& a) {
   Tensor out = unary_op(a, "exp", UnaryOp::exp);
   if (autograd::needs_grad({a}))
-    autograd::record(out, "exp", {a}, [y = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, y)}; });
+    autograd::record(out, "exp", {a}, [y = autograd::SavedTensor(out.detach())](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, y.get("exp backward"))};
+    });
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_op(a, "log", UnaryOp::log);
   if (autograd::needs_grad({a}))
-    autograd::record(out, "log", {a}, [a](const Tensor& g) { return std::vector<Tensor>{div(g, a.detach())}; });
+    autograd::record(out, "log", {a}, [x = autograd::SavedTensor(a.detach())](const Tensor& g) {
+      return std::vector<Tensor>{div(g, x.get("log backward"))};
+    });
   return out;
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = unary_op(a, "sqrt", UnaryOp::sqrt);
   if (autograd::needs_grad({a}))
-    autograd::record(out, "sqrt", {a}, [y = out.detach()](const Tensor& g) {
-      return std::vector<Tensor>{div(mul_scalar(g, 0.5f), y)};
+    autograd::record(out, "sqrt", {a}, [y = autograd::SavedTensor(out.detach())](const Tensor& g) {
+      return std::vector<Tensor>{div(mul_scalar(g, 0.5f), y.get("sqrt backward"))};
     });
   return out;
 }
@@ -138,8 +146,8 @@ Tensor sqrt(const Tensor& a) {
 Tensor pow_scalar(const Tensor& a, float e) {
   Tensor out = unary_op(a, "pow_scalar", UnaryOp::pow_scalar, e);
   if (autograd::needs_grad({a}))
-    autograd::record(out, "pow_scalar", {a}, [a, e](const Tensor& g) {
-      Tensor d = unary_op(a.detach(), "pow_scalar backward", UnaryOp::pow_scalar_grad, e);
+    autograd::record(out, "pow_scalar", {a}, [x = autograd::SavedTensor(a.detach()), e](const Tensor& g) {
+      Tensor d = unary_op(x.get("pow_scalar backward"), "pow_scalar backward", UnaryOp::pow_scalar_grad, e);
       return std::vector<Tensor>{mul(g, d)};
     });
   return out;
@@ -148,8 +156,8 @@ Tensor pow_scalar(const Tensor& a, float e) {
 Tensor tanh(const Tensor& a) {
   Tensor out = unary_op(a, "tanh", UnaryOp::tanh);
   if (autograd::needs_grad({a}))
-    autograd::record(out, "tanh", {a}, [y = out.detach()](const Tensor& g) {
-      Tensor d = unary_op(y, "tanh backward", UnaryOp::tanh_grad);
+    autograd::record(out, "tanh", {a}, [y = autograd::SavedTensor(out.detach())](const Tensor& g) {
+      Tensor d = unary_op(y.get("tanh backward"), "tanh backward", UnaryOp::tanh_grad);
       return std::vector<Tensor>{mul(g, d)};
     });
   return out;

@@ -24,6 +24,12 @@ Tensor owned(Tensor g) {
 }
 }  // namespace
 
+void SavedTensor::throw_modified(const char* op) const {
+  throw Error(std::string(op) + ": a tensor it saved (" + dtype_name(tensor_.dtype()) + shape_str(tensor_.shape()) +
+              ") was modified in place after the forward (version " + std::to_string(version_) + " → " +
+              std::to_string(tensor_.version()) + "); write into a clone, or run the backward first");
+}
+
 bool grad_enabled() { return g_grad_enabled; }
 bool autocast_bf16() { return g_autocast_bf16; }
 void set_autocast_bf16(bool on) { g_autocast_bf16 = on; }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -58,6 +59,33 @@ class AutocastGuard {
 // True when recording is on and any input requires a gradient.
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
+
+// A tensor an op keeps for its backward, with the version of its storage at
+// the forward (tensor/storage.h). The tensors share memory with the op's
+// inputs and outputs, so an in-place write to one of them between the forward
+// and the backward would silently change the gradient; get() refuses instead,
+// naming the op, as PyTorch does. Only writes through the Tensor API are seen
+// (copy_, fill_, the random fills, the optimiser and EMA steps, clipping,
+// gradient buckets): a raw data<T>() write is not, unless its writer calls
+// Tensor::bump_version(). Undefined tensors are allowed (an optional input,
+// or one the backward does not need) and get() returns them as they are.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(Tensor t) : tensor_(std::move(t)), version_(tensor_.defined() ? tensor_.version() : 0) {}
+  // The saved tensor; throws cmha::Error naming `op` (e.g. "softmax backward")
+  // when its storage was written in place after the forward.
+  const Tensor& get(const char* op) const {
+    if (tensor_.defined() && tensor_.version() != version_) throw_modified(op);
+    return tensor_;
+  }
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  [[noreturn]] void throw_modified(const char* op) const;
+  Tensor tensor_;
+  uint64_t version_ = 0;
+};
 
 // Attaches a node to `out` (which then requires grad).
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);

@@ -23,7 +23,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, float value) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), dev);
   CMHA_KERNEL(dev, index.masked_fill)(x, mask, out, value);
   if (autograd::needs_grad({x}))
-    autograd::record(out, "masked_fill", {x}, [mask](const Tensor& g) {
+    autograd::record(out, "masked_fill", {x}, [saved_mask = autograd::SavedTensor(mask.detach())](const Tensor& g) {
+      const Tensor& mask = saved_mask.get("masked_fill backward");
       const Device gdev = common_device("masked_fill backward", {g, mask});
       Tensor dx = Tensor::empty(g.shape(), g.dtype(), gdev);
       CMHA_KERNEL(gdev, index.masked_fill)(g, mask, dx, 0.0);

@@ -28,18 +28,21 @@ std::string format(float v) {
 
 // What the backward pass keeps from the forward.
 struct Saved {
-  Tensor x, weight, mean, rstd;  // x contiguous [rows, D]; weight [D] or undefined; mean, rstd [rows]
+  autograd::SavedTensor x, weight;  // x contiguous [rows, D]; weight [D] or undefined
+  Tensor mean, rstd;                // [rows], the op's own buffers
   int64_t d;
   bool need_dx, need_w, need_b;
 };
 
 std::vector<Tensor> layer_norm_backward(const Saved& s, const Tensor& g) {
-  const Device dev = common_device("layer_norm backward", {s.x, g});
+  const Tensor& x = s.x.get("layer_norm backward");
+  const Tensor& weight = s.weight.get("layer_norm backward");
+  const Device dev = common_device("layer_norm backward", {x, g});
   Tensor gc = g.is_contiguous() ? g : g.contiguous();
-  Tensor dx = s.need_dx ? Tensor::empty(s.x.shape(), DType::f32, dev) : Tensor();
+  Tensor dx = s.need_dx ? Tensor::empty(x.shape(), DType::f32, dev) : Tensor();
   Tensor dw = s.need_w ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
   Tensor db = s.need_b ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
-  CMHA_KERNEL(dev, layer_norm.backward)(s.x, s.weight, gc, s.mean, s.rstd, dx, dw, db);
+  CMHA_KERNEL(dev, layer_norm.backward)(x, weight, gc, s.mean, s.rstd, dx, dw, db);
   return {dx, dw, db};
 }
 
@@ -62,7 +65,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   CMHA_KERNEL(dev, layer_norm.forward)(xc, weight, bias, out, mean, rstd, eps);
 
   if (autograd::needs_grad({x, weight, bias})) {
-    Saved saved{xc.detach(), weight.defined() ? weight.detach() : Tensor(), mean, rstd, d,
+    Saved saved{autograd::SavedTensor(xc.detach()),
+                autograd::SavedTensor(weight.defined() ? weight.detach() : Tensor()), mean, rstd, d,
                 x.requires_grad(), weight.defined() && weight.requires_grad(),
                 bias.defined() && bias.requires_grad()};
     autograd::record(out, "layer_norm", {x, weight, bias},

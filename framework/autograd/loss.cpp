@@ -16,7 +16,7 @@ namespace cmha {
 namespace {
 
 struct CrossEntropySaved {
-  Tensor z;              // [..., C] logits, contiguous, detached
+  autograd::SavedTensor z;  // [..., C] logits, contiguous, detached (the caller's memory when contiguous)
   Tensor max, log_sum;   // [N] each: lse = max + log_sum, kept apart for precision (0 for ignored rows)
   Tensor target;         // [N] i64, contiguous, owned
   int64_t count = 0;     // rows not ignored
@@ -50,12 +50,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int6
                                       std::to_string(counted.bad_row) + " is out of range for " + std::to_string(C) +
                                       " classes (ignore_index is " + std::to_string(ignore_index) + ")");
   saved->count = counted.count;
-  saved->z = logits.detach().contiguous();
+  const Tensor z = logits.detach().contiguous();
   saved->max = Tensor::empty({N}, DType::f32, dev);
   saved->log_sum = Tensor::empty({N}, DType::f32, dev);
   Tensor row_loss = Tensor::empty(row_shape, DType::f32, dev);  // ignored rows hold 0, as in PyTorch
-  CMHA_KERNEL(dev, loss.cross_entropy_forward)(saved->z, saved->target, row_loss, saved->max, saved->log_sum, eps,
+  CMHA_KERNEL(dev, loss.cross_entropy_forward)(z, saved->target, row_loss, saved->max, saved->log_sum, eps,
                                                ignore_index);
+  saved->z = autograd::SavedTensor(z);
 
   Tensor out;
   if (reduction == Reduction::none) {
@@ -72,10 +73,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int6
     autograd::record(out, "cross_entropy", {logits}, [saved, eps, ignore_index, reduction](const Tensor& grad) {
       // d loss / d z for every row, scaled by the upstream gradient ([] or [N]).
       Tensor g = grad.contiguous();
-      const Device gdev = common_device("cross_entropy backward", {g, saved->z});
-      Tensor dz = Tensor::empty(saved->z.shape(), DType::f32, gdev);
+      const Tensor& z = saved->z.get("cross_entropy backward");
+      const Device gdev = common_device("cross_entropy backward", {g, z});
+      Tensor dz = Tensor::empty(z.shape(), DType::f32, gdev);
       const float denom = reduction == Reduction::mean ? static_cast<float>(saved->count) : 1.0f;
-      CMHA_KERNEL(gdev, loss.cross_entropy_backward)(saved->z, saved->target, saved->max, saved->log_sum, g, dz, eps,
+      CMHA_KERNEL(gdev, loss.cross_entropy_backward)(z, saved->target, saved->max, saved->log_sum, g, dz, eps,
                                                      ignore_index, reduction == Reduction::none, denom);
       return std::vector<Tensor>{dz};
     });

@@ -68,11 +68,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_matmul_operand(b, "matmul");
   Tensor out = matmul_forward(a.detach(), b.detach());
   if (autograd::needs_grad({a, b})) {
+    // dA = g · Bᵀ, dB = Aᵀ · g, then undo batch broadcasting: each side needs only the other.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record(out, "matmul", {a, b}, [a = a.detach(), b = b.detach(), ga, gb](const Tensor& g) {
-      // dA = g · Bᵀ, dB = Aᵀ · g, then undo batch broadcasting.
-      Tensor da = ga ? sum_to(matmul_forward(g, b.transpose(-1, -2)), a.shape()) : Tensor();
-      Tensor db = gb ? sum_to(matmul_forward(a.transpose(-1, -2), g), b.shape()) : Tensor();
+    autograd::SavedTensor saved_a(gb ? a.detach() : Tensor()), saved_b(ga ? b.detach() : Tensor());
+    autograd::record(out, "matmul", {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+      Tensor da = ga ? sum_to(matmul_forward(g, saved_b.get("matmul backward").transpose(-1, -2)), sa) : Tensor();
+      Tensor db = gb ? sum_to(matmul_forward(saved_a.get("matmul backward").transpose(-1, -2), g), sb) : Tensor();
       return std::vector<Tensor>{da, db};
     });
   }
@@ -115,20 +116,24 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   if (autograd::needs_grad({x, w, bias})) {
     const bool gx = x.requires_grad(), gw = w.requires_grad(), gbias = bias.defined() && bias.requires_grad();
     Shape x_shape = x.shape();
+    // dx needs the weight, dW the input (the bf16 copies under autocast).
+    autograd::SavedTensor saved_x(gw ? x2 : Tensor()), saved_w(gx ? w2 : Tensor());
     autograd::record(out, "linear", {x, w, bias},
-                     [x2, w2, gx, gw, gbias, x_shape, in, outf, bf16, out_dtype](const Tensor& g) {
+                     [saved_x, saved_w, gx, gw, gbias, x_shape, in, outf, bf16, out_dtype](const Tensor& g) {
                        Tensor g2 = g.reshape({-1, outf});  // [N, out]
                        Tensor gm = dense_inner(bf16 ? g2.to(DType::bf16) : g2);
-                       const Device gdev = common_device("linear backward", {gm, w2});
+                       const Tensor& xs = saved_x.get("linear backward");
+                       const Tensor& ws = saved_w.get("linear backward");
+                       const Device gdev = common_device("linear backward", {gm, xs, ws});
                        std::vector<Tensor> grads(3);
                        if (gx) {  // [N, out] @ [out, in] -> [N, in]
                          Tensor dx = Tensor::empty({g2.size(0), in}, out_dtype, gdev);
-                         CMHA_KERNEL(gdev, matmul.matmul)(gm, w2, Tensor(), dx);
+                         CMHA_KERNEL(gdev, matmul.matmul)(gm, ws, Tensor(), dx);
                          grads[0] = dx.view(x_shape);
                        }
                        if (gw) {  // [out, N] @ [N, in] -> [out, in]
                          Tensor dw = Tensor::empty({outf, in}, out_dtype, gdev);
-                         CMHA_KERNEL(gdev, matmul.matmul)(gm.transpose(0, 1), dense_inner(x2), Tensor(), dw);
+                         CMHA_KERNEL(gdev, matmul.matmul)(gm.transpose(0, 1), dense_inner(xs), Tensor(), dw);
                          grads[1] = dw;
                        }
                        if (gbias) grads[2] = sum(g2.to(DType::f32), {0});

@@ -19,7 +19,7 @@ namespace cmha {
 namespace {
 
 struct SoftCrossEntropySaved {
-  Tensor z, q;           // [..., C] logits and targets, contiguous, detached
+  autograd::SavedTensor z, q;  // [..., C] logits and targets, contiguous, detached (the caller's memory when contiguous)
   Tensor max, log_sum;   // [N]: lse = max + log_sum, kept apart for precision
 };
 
@@ -41,12 +41,13 @@ Tensor soft_cross_entropy(const Tensor& logits, const Tensor& target, float eps,
   const Shape row_shape(logits.shape().begin(), logits.shape().end() - 1);
   const int64_t N = shape_numel(row_shape);
   auto saved = std::make_shared<SoftCrossEntropySaved>();
-  saved->z = logits.detach().contiguous();
-  saved->q = target.detach().contiguous();
+  const Tensor z = logits.detach().contiguous(), q = target.detach().contiguous();
   saved->max = Tensor::empty({N}, DType::f32, dev);
   saved->log_sum = Tensor::empty({N}, DType::f32, dev);
   Tensor row_loss = Tensor::empty(row_shape, DType::f32, dev);
-  CMHA_KERNEL(dev, loss.soft_cross_entropy_forward)(saved->z, saved->q, row_loss, saved->max, saved->log_sum, eps);
+  CMHA_KERNEL(dev, loss.soft_cross_entropy_forward)(z, q, row_loss, saved->max, saved->log_sum, eps);
+  saved->z = autograd::SavedTensor(z);
+  saved->q = autograd::SavedTensor(q);
 
   Tensor out;
   if (reduction == Reduction::none) {
@@ -60,11 +61,13 @@ Tensor soft_cross_entropy(const Tensor& logits, const Tensor& target, float eps,
   if (autograd::needs_grad({logits, target}))
     autograd::record(out, "soft_cross_entropy", {logits, target}, [saved, eps, reduction, N](const Tensor& grad) {
       Tensor g = grad.contiguous();  // [] (sum, mean) or [N] (none)
-      const Device gdev = common_device("soft_cross_entropy backward", {g, saved->z});
-      Tensor dz = Tensor::empty(saved->z.shape(), DType::f32, gdev);
-      Tensor dq = Tensor::empty(saved->z.shape(), DType::f32, gdev);
+      const Tensor& z = saved->z.get("soft_cross_entropy backward");
+      const Tensor& q = saved->q.get("soft_cross_entropy backward");
+      const Device gdev = common_device("soft_cross_entropy backward", {g, z});
+      Tensor dz = Tensor::empty(z.shape(), DType::f32, gdev);
+      Tensor dq = Tensor::empty(z.shape(), DType::f32, gdev);
       const float denom = reduction == Reduction::mean ? static_cast<float>(N) : 1.0f;
-      CMHA_KERNEL(gdev, loss.soft_cross_entropy_backward)(saved->z, saved->q, saved->max, saved->log_sum, g, dz, dq,
+      CMHA_KERNEL(gdev, loss.soft_cross_entropy_backward)(z, q, saved->max, saved->log_sum, g, dz, dq,
                                                           eps, reduction == Reduction::none, denom);
       return std::vector<Tensor>{dz, dq};
     });

@@ -36,8 +36,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
   CMHA_KERNEL(dev, softmax.forward)(xc, out, s, log);
   if (autograd::needs_grad({x}))
-    autograd::record(out, op, {x}, [y = out.detach(), s, log](const Tensor& g) {
-      const Device gdev = common_device(log ? "log_softmax backward" : "softmax backward", {y, g});
+    autograd::record(out, op, {x}, [saved_y = autograd::SavedTensor(out.detach()), s, log](const Tensor& g) {
+      const char* op = log ? "log_softmax backward" : "softmax backward";
+      const Tensor& y = saved_y.get(op);
+      const Device gdev = common_device(op, {y, g});
       Tensor gc = g.is_contiguous() ? g : g.contiguous();
       Tensor dx = Tensor::empty(y.shape(), DType::f32, gdev);
       CMHA_KERNEL(gdev, softmax.backward)(y, gc, dx, s, log);

@@ -29,9 +29,13 @@ void Tensor::copy_(const Tensor& src) {
   const Shape out_shape = broadcast_shapes(shape(), src.shape(), "copy_");
   CMHA_CHECK(out_shape == shape(), "copy_: source " + src.describe() + " does not broadcast to " + describe());
   CMHA_KERNEL(dev, copy.copy)(*this, src);
+  bump_version();
 }
 
-void Tensor::fill_(double value) { CMHA_KERNEL(device(), copy.fill)(*this, value); }
+void Tensor::fill_(double value) {
+  CMHA_KERNEL(device(), copy.fill)(*this, value);
+  bump_version();
+}
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;

@@ -16,7 +16,8 @@ void fill(Tensor& t, Kernel kernel) {
   t.check_dtype(DType::f32, "random fill");
   Tensor dst = t.is_contiguous() ? t : Tensor::empty(t.shape(), DType::f32, t.device());
   kernel(dst);
-  if (!dst.same(t)) t.copy_(dst);
+  if (dst.same(t)) t.bump_version();  // else copy_ bumps it
+  else t.copy_(dst);
 }
 
 }  // namespace

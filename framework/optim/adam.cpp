@@ -71,6 +71,9 @@ void Adam::step() {
     k.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
     k.eps = static_cast<float>(o.eps);
     CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, k);
+    p.bump_version();  // a graph still holding p would now backpropagate through other weights
+    s.exp_avg.bump_version();
+    s.exp_avg_sq.bump_version();
   }
 }
 

@@ -54,6 +54,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   const double coef = max_norm / (norm + 1e-6);
   if (coef >= 1.0) return norm;
   CMHA_KERNEL(dev, optim.scale)(grads, static_cast<float>(coef));
+  for (const Tensor& g : grads) g.bump_version();
   return norm;
 }
 

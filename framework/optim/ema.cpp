@@ -62,6 +62,7 @@ void ExponentialMovingAverage::update() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Device dev = common_device("EMA", {params_[i], shadow_[i]});
     CMHA_KERNEL(dev, optim.ema_update)(shadow_[i], params_[i], d, one_minus_d);
+    shadow_[i].bump_version();
   }
   ++updates_;
 }
@@ -70,6 +71,8 @@ void ExponentialMovingAverage::swap() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Device dev = common_device("EMA", {params_[i], shadow_[i]});
     CMHA_KERNEL(dev, optim.swap)(params_[i], shadow_[i]);
+    params_[i].bump_version();  // a graph recorded before the swap must not backpropagate after it
+    shadow_[i].bump_version();
   }
   swapped_ = !swapped_;
 }

@@ -82,6 +82,8 @@ void SGD::step() {
     k.nesterov = o.nesterov;
     k.first = first;
     CMHA_KERNEL(dev, optim.sgd_step)(p, g, buffer, k);
+    p.bump_version();  // a graph still holding p would now backpropagate through other weights
+    if (buffer.defined()) buffer.bump_version();
   }
 }
 

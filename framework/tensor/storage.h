@@ -1,5 +1,7 @@
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/device.h"
@@ -8,6 +10,14 @@ namespace cmha {
 
 // A block of device memory shared by every tensor that views it.
 // CPU blocks are 64-byte aligned (one cache line, one AVX-512 vector).
+//
+// The version counts the in-place writes into the block made through the
+// Tensor API (copy_, fill_, the random fills, the optimiser, EMA, clipping
+// and gradient-bucket kernels): autograd records it when an op saves a tensor
+// for its backward and refuses to run that backward if it changed
+// (autograd/engine.h, SavedTensor). One counter per block, as in PyTorch, so
+// a write through any view of the block counts. Host code writing through
+// data<T>() is not seen: such writers must call Tensor::bump_version().
 class Storage {
   struct Borrow {};
   Storage(Borrow, void* data, size_t nbytes, Device device)
@@ -26,6 +36,8 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_ = nullptr;
@@ -33,6 +45,7 @@ class Storage {
   size_t capacity_ = 0;  // CPU: the block's real size (a cached block may be larger than asked)
   bool owned_ = true;
   Device device_;
+  std::atomic<uint64_t> version_{0};  // relaxed: a count, ordered by whatever orders the writes
 };
 
 // Freed CPU blocks of 1 MiB or more are kept, by size class, and handed out

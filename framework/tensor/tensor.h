@@ -102,6 +102,12 @@ class Tensor {
   void copy_(const Tensor& src);      // in place, no autograd; shapes must match (src may broadcast)
   void fill_(double value);           // in place, no autograd
   void zero_() { fill_(0.0); }
+  // The in-place writes into this tensor's storage so far (storage.h). Every
+  // Tensor-API write bumps it; code that writes through data<T>() or a kernel
+  // into an existing tensor calls bump_version() itself, so that a backward
+  // which saved this memory sees the change (autograd/engine.h, SavedTensor).
+  uint64_t version() const { return impl().storage->version(); }
+  void bump_version() const { impl().storage->bump_version(); }
 
   // ---- views (autograd-aware; share storage when possible) ----
   Tensor reshape(const Shape& shape) const;   // one dim may be -1; copies when not viewable

@@ -127,6 +127,7 @@ struct GradientBuckets::State {
         Tensor g = p.grad();
         if (!g.defined()) continue;
         CMHA_KERNEL(g.device(), buckets.scale)(g, scale);
+        g.bump_version();  // in-place writes count for autograd's saved-tensor check (tensor/storage.h)
       }
       armed = false;
       exposed += seconds_since(t0);
@@ -154,6 +155,7 @@ struct GradientBuckets::State {
         CMHA_CHECK(g.is_contiguous() && offset_of[i] + g.numel() <= elements,
                    "gradient of '" + params[i].name() + "' is not a contiguous tensor of its parameter's size");
         CMHA_KERNEL(dev, buckets.unpack)(k.data, offset_of[i], g, scale);
+        g.bump_version();
       }
     }
     if (!rebuilt) rebuild_in_observed_order();
