@@ -32,7 +32,8 @@ void check_decoding_budget(int64_t beam, int64_t max_tokens, int64_t max_source_
              "beam " + std::to_string(beam) + " × " + std::to_string(std::max(max_tokens, max_source_tokens)) +
                  " tokens per batch is " + std::to_string(positions) + " decoder positions, more than the " +
                  std::to_string(kMaxDecoderPositions) + " that decoding holds in memory: lower the beam "
-                 "(--beam, eval.beam) or the tokens per batch (--max-tokens, eval.max_tokens)");
+                 "(--beam, eval.beam), the tokens per batch (--max-tokens, eval.max_tokens) or the longest source "
+                 "(--max-source-tokens, eval.max_source_tokens)");
 }
 
 std::string Translator::default_spm_path(const std::string& checkpoint) {
@@ -228,7 +229,7 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
     if (static_cast<int64_t>(ids.size()) > limit) {
       if (++cut <= kNamedLines)
         std::fprintf(stderr, "translate: %s line %zu has %zu pieces (end of sentence included), more than the limit "
-                     "of %lld (--max-source-tokens, eval.max_source_tokens): only its first %lld are translated\n",
+                     "of %lld (--max-source-tokens, eval.max_source_tokens): only its first %lld pieces are translated\n",
                      input_name.c_str(), i + 1, ids.size(), static_cast<long long>(limit),
                      static_cast<long long>(limit - 1));
       ids.resize(static_cast<size_t>(limit - 1));

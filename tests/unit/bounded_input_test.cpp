@@ -61,11 +61,11 @@ TEST(BoundedInput, TranslateCutsALongLineNamingItAndKeepsTheLines) {
   EXPECT_FALSE(has(r.output, "line 1 ")) << r.output;
   EXPECT_EQ(test::read_lines(dir + "/out.txt").size(), 3u);
   // The option overrides the recipe's limit.
-  const test::CommandResult small = test::run_cmha("translate " + ckpt + " --threads 1 --max-source-tokens 3 --input " +
+  const test::CommandResult small = test::run_cmha("translate " + ckpt + " --threads 1 --max-source-tokens 2 --input " +
                                                    dir + "/in.txt --output " + dir + "/out.txt");
   ASSERT_EQ(small.code, 0) << small.output;
   EXPECT_TRUE(has(small.output, "line 1 has ")) << small.output;
-  EXPECT_TRUE(has(small.output, "more than the limit of 3 ")) << small.output;
+  EXPECT_TRUE(has(small.output, "more than the limit of 2 ")) << small.output;
   fs::remove_all(dir);
 }
 

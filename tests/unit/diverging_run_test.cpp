@@ -56,7 +56,7 @@ TEST(DivergingRun, NoCheckpointYetIsWhatTheStopMessageSays) {
   const std::string dir = test::toy_dir("diverge_fresh");
   // An infinite step: the weights are non-finite after the first update.
   const std::string message = train_error(
-      test::toy_recipe(dir, {"optim.lr=1e300", "lr.schedule=constant", "train.save_every=1", "train.max_updates=6"}));
+      test::toy_recipe(dir, {"optim.lr=1e300", "lr.schedule=constant", "lr.warmup=0", "train.save_every=1", "train.max_updates=6"}));
   EXPECT_TRUE(has(message, "no checkpoint has been saved yet")) << message;
   EXPECT_FALSE(has(message, "intact")) << message;
   EXPECT_TRUE(train::latest_checkpoint(dir + "/run").empty());
@@ -68,7 +68,7 @@ TEST(DivergingRun, TheNewestFiniteCheckpointIsNamedAndNothingNonFiniteIsWritten)
   const std::string dir = test::toy_dir("diverge_resumed");
   ASSERT_EQ(train_error(test::toy_recipe(dir, {"train.save_every=1", "train.max_updates=3"})), "(no error)");
   const std::string message = train_error(
-      test::toy_recipe(dir, {"optim.lr=1e300", "lr.schedule=constant", "train.save_every=1", "train.max_updates=8"}),
+      test::toy_recipe(dir, {"optim.lr=1e300", "lr.schedule=constant", "lr.warmup=0", "train.save_every=1", "train.max_updates=8"}),
       /*resume=*/true);
   EXPECT_TRUE(has(message, "non-finite")) << message;
   EXPECT_TRUE(has(message, "the newest checkpoint, '" + dir + "/run/checkpoint_3.safetensors' (update 3)")) << message;
