@@ -29,7 +29,9 @@ const char* default_recipe_name();
 
 // Thrown where a long-running command notices Ctrl-C.
 struct Interrupted {};
-// True once SIGINT or SIGTERM arrived (set by main's handler).
+// True once SIGINT or SIGTERM arrived (set by main's handler). Until a
+// command first calls it, a signal ends the process at once (exit 130): no
+// one would notice the flag, e.g. while an open() blocks.
 bool interrupted();
 
 // Runs a plotting script of framework/cli/ (plot_script_path("x.py")) with

@@ -107,7 +107,8 @@ int eval_command(const Args& args) {
   } else {
     CMHA_CHECK(std::filesystem::is_directory(folder), "--data '" + folder + "' is not a directory");
     auto images = std::make_shared<data::ImageFolderDataset>(
-        folder, cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey, cfg.num_classes);
+        folder, cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey, cfg.num_classes,
+        recipe.integer("data.max_image_pixels"));
     // Labels are class-folder indices: fewer folders than the model's classes would shift them.
     CMHA_CHECK(images->num_classes() == cfg.num_classes,
                "--data '" + folder + "' has " + std::to_string(images->num_classes()) +

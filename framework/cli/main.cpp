@@ -1,5 +1,7 @@
 // The cmha command: dispatches to subcommands. Exit codes: 0 success,
 // 2 usage or input error (cmha::Error), 1 other failure, 130 interrupted.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -17,8 +19,19 @@ namespace cmha::cli {
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
+// Set by the first interrupted() call: from then on the command looks at the
+// flag and stops cleanly (training saves a checkpoint). Before it, nothing
+// would look (loading, reading standard input, an open() blocked on a FIFO),
+// so the signal would be swallowed: the process ends at once instead.
+volatile std::sig_atomic_t g_watched = 0;
 
 extern "C" void on_signal(int sig) {
+  if (!g_watched) {
+    static const char kMessage[] = "cmha: interrupted\n";
+    const ssize_t written = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);  // async-signal-safe
+    (void)written;
+    _exit(130);
+  }
   g_interrupted = 1;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C stops at once
 }
@@ -74,7 +87,10 @@ std::string usage() {
 
 }  // namespace
 
-bool interrupted() { return g_interrupted != 0; }
+bool interrupted() {
+  g_watched = 1;
+  return g_interrupted != 0;
+}
 
 std::string option_value(const Args& args, size_t& i, const char* command) {
   if (i + 1 >= args.size())

@@ -16,7 +16,8 @@ namespace cmha::cli {
 
 namespace {
 const char* kScoreUsage =
-    "usage: cmha score CKPT --src FILE --tgt FILE [--max-tokens N] [--spm FILE] [--threads T]\n"
+    "usage: cmha score CKPT --src FILE --tgt FILE [--max-tokens N] [--max-source-tokens N]\n"
+    "                  [--spm FILE] [--threads T]\n"
     "\n"
     "Prints, for each line pair, the natural-log probability the model gives the\n"
     "target line as a translation of the source line (sum over its SentencePiece\n"
@@ -27,6 +28,10 @@ const char* kScoreUsage =
     "  --src FILE       source sentences, one per line\n"
     "  --tgt FILE       target sentences, line-aligned with --src\n"
     "  --max-tokens N   tokens per batch, padding included (default 4096)\n"
+    "  --max-source-tokens N\n"
+    "                   longest line of either side in pieces, end of sentence included: a\n"
+    "                   longer one is an error naming it, as its score would be wrong cut\n"
+    "                   (default: the recipe's eval.max_source_tokens, as cmha translate)\n"
     "  --spm FILE       SentencePiece model (default: spm.model next to CKPT)\n"
     "  --threads T      CPU threads (default: all cores, or OMP_NUM_THREADS)\n"
     "  -h, --help       show this help\n";
@@ -45,6 +50,7 @@ int score_command(const Args& args) {
     if (a == "--src") src_path = option_value(args, i, "score");
     else if (a == "--tgt") tgt_path = option_value(args, i, "score");
     else if (a == "--max-tokens") opt.max_tokens = parse_int(option_value(args, i, "score"), a, 1, 1LL << 40);
+    else if (a == "--max-source-tokens") opt.max_source_tokens = parse_int(option_value(args, i, "score"), a, 1, 1 << 20);
     else if (a == "--spm") opt.spm_path = option_value(args, i, "score");
     else if (a == "--threads") threads = parse_int(option_value(args, i, "score"), a, 1, 4096);
     else if (!a.empty() && a[0] == '-') throw Error("unknown option '" + a + "' for 'cmha score'");
@@ -62,7 +68,8 @@ int score_command(const Args& args) {
                                                    std::to_string(targets.size()));
   train::Translator translator(checkpoint, opt);
   std::vector<int64_t> lengths;
-  const std::vector<double> logprob = translator.score(sources, targets, &lengths);
+  const std::vector<double> logprob = translator.score(sources, targets, &lengths, "source file '" + src_path + "'",
+                                                      "target file '" + tgt_path + "'");
   double total = 0;
   int64_t pieces = 0;
   for (size_t i = 0; i < logprob.size(); ++i) {

@@ -11,13 +11,15 @@
 #include "cli/commands.h"
 #include "train/translator.h"
 #include "tensor/error.h"
+#include "tensor/regular_file.h"
 
 namespace cmha::cli {
 
 namespace {
 const char* kTranslateUsage =
     "usage: cmha translate CKPT [--input FILE] [--output FILE] [--beam K] [--lenpen A]\n"
-    "                      [--max-len-a A] [--max-len-b B] [--max-tokens N] [--spm FILE] [--threads T]\n"
+    "                      [--max-len-a A] [--max-len-b B] [--max-tokens N] [--max-source-tokens N]\n"
+    "                      [--spm FILE] [--threads T]\n"
     "\n"
     "Translates one sentence per line (raw text: SentencePiece-encoded with the\n"
     "run's model, decoded back) with beam search, and prints one line per input\n"
@@ -31,7 +33,12 @@ const char* kTranslateUsage =
     "  --lenpen A       length penalty exponent (default 0.6, as Vaswani et al.; fairseq's default is 1)\n"
     "  --max-len-a A    at most A * source tokens + B output tokens (default 1)\n"
     "  --max-len-b B    (default 50: Vaswani et al.'s source length + 50)\n"
-    "  --max-tokens N   source tokens per batch, padding included (default 4096)\n"
+    "  --max-tokens N   max(source, output) tokens per batch, padding included (default 4096)\n"
+    "  --max-source-tokens N\n"
+    "                   longest source line in pieces, end of sentence included: a longer\n"
+    "                   line is cut to it, with a warning naming the line (default: the\n"
+    "                   recipe's eval.max_source_tokens, 0 there = 4 x data.max_len, at most\n"
+    "                   model.max_positions with learned positions); outputs are as bounded\n"
     "  --spm FILE       SentencePiece model (default: spm.model next to CKPT)\n"
     "  --threads T      CPU threads (default: all cores, or OMP_NUM_THREADS)\n"
     "  -h, --help       show this help\n";
@@ -64,6 +71,7 @@ int translate_command(const Args& args) {
     else if (a == "--max-len-a") opt.search.max_len_a = parse_real(option_value(args, i, "translate"), a, 0, 1e6);
     else if (a == "--max-len-b") opt.search.max_len_b = parse_int(option_value(args, i, "translate"), a, 0, 1000000);
     else if (a == "--max-tokens") opt.max_tokens = parse_int(option_value(args, i, "translate"), a, 1, 1LL << 40);
+    else if (a == "--max-source-tokens") opt.max_source_tokens = parse_int(option_value(args, i, "translate"), a, 1, 1 << 20);
     else if (a == "--spm") opt.spm_path = option_value(args, i, "translate");
     else if (a == "--threads") threads = parse_int(option_value(args, i, "translate"), a, 1, 4096);
     else if (!a.empty() && a[0] == '-') throw Error("unknown option '" + a + "' for 'cmha translate'");
@@ -78,6 +86,7 @@ int translate_command(const Args& args) {
   const bool from_stdin = input.empty() || input == "-";
   std::vector<std::string> lines;
   if (!from_stdin) {
+    refuse_special_file(input, "input file");
     std::ifstream in(input, std::ios::binary);
     CMHA_CHECK(in, "input file '" + input + "' cannot be opened");
     lines = read_lines(in);
@@ -90,9 +99,10 @@ int translate_command(const Args& args) {
     CMHA_CHECK(out, "output file '" + output + "' cannot be written");
   }
   if (from_stdin) lines = read_lines(std::cin);
+  if (interrupted()) throw Interrupted{};
   const std::vector<std::string> hyps = translator.translate(lines, [](size_t, size_t) {
     if (interrupted()) throw Interrupted{};
-  });
+  }, from_stdin ? "standard input" : "'" + input + "'");
 
   if (!out.is_open()) {
     for (const std::string& h : hyps) std::printf("%s\n", h.c_str());

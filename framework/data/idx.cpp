@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "tensor/error.h"
+#include "tensor/regular_file.h"
 
 namespace cmha::data {
 namespace {
@@ -55,6 +56,7 @@ IdxBytes read_idx_u8(const std::string& path, int rank) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error("cannot read IDX file " + quoted(path) + ": it is a directory");
+  refuse_special_file(path, "IDX file");
   errno = 0;
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) {

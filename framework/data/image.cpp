@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "tensor/error.h"
+#include "tensor/regular_file.h"
 
 namespace cmha::data {
 
@@ -51,7 +52,14 @@ void jpeg_error_exit(j_common_ptr cinfo) {
 }
 void jpeg_silent(j_common_ptr, int) {}  // warnings (e.g. extraneous bytes) are not errors
 
-Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+// The error sentence of an image larger than the cap, or "".
+std::string too_many_pixels(int64_t height, int64_t width, int64_t max_pixels, const std::string& name) {
+  if (height * width <= max_pixels) return "";  // each at most 2^32 - 1: no overflow
+  return name + ": the image is " + std::to_string(width) + " × " + std::to_string(height) + " pixels, more than the " +
+         std::to_string(max_pixels) + " allowed (data.max_image_pixels)";
+}
+
+Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::string& name, int64_t max_pixels) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -67,6 +75,10 @@ Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::s
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  if (const std::string big = too_many_pixels(cinfo.image_height, cinfo.image_width, max_pixels, name); !big.empty()) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(big);
+  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
   cinfo.out_color_space = cmyk ? JCS_CMYK : grey ? JCS_GRAYSCALE : JCS_RGB;
@@ -118,7 +130,7 @@ void png_read_fn(png_structp png, png_bytep out, png_size_t n) {
   r->pos += n;
 }
 
-Image decode_png(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+Image decode_png(const uint8_t* data, size_t size, ColorMode mode, const std::string& name, int64_t max_pixels) {
   PngReader reader{data, size, 0, ""};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_error_fn, png_warning_fn);
   CMHA_CHECK(png, name + ": cannot allocate a PNG decoder");
@@ -132,6 +144,12 @@ Image decode_png(const uint8_t* data, size_t size, ColorMode mode, const std::st
   }
   png_set_read_fn(png, &reader, png_read_fn);
   png_read_info(png, info);
+  if (const std::string big = too_many_pixels(png_get_image_height(png, info), png_get_image_width(png, info),
+                                              max_pixels, name);
+      !big.empty()) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw Error(big);
+  }
   const int color = png_get_color_type(png, info);
   // Everything to 8-bit grey or RGB, alpha dropped (PIL's convert("RGB") from RGBA).
   png_set_strip_16(png);  // keep the high byte, as PIL does
@@ -160,20 +178,21 @@ void png_flush_fn(png_structp) {}
 
 }  // namespace
 
-Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name) {
+Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name, int64_t max_pixels) {
   static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (size >= 8 && std::memcmp(data, png_sig, 8) == 0) return decode_png(data, size, mode, name);
-  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, mode, name);
+  if (size >= 8 && std::memcmp(data, png_sig, 8) == 0) return decode_png(data, size, mode, name, max_pixels);
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, mode, name, max_pixels);
   throw Error(name + ": not a JPEG or PNG image (" + (size == 0 ? std::string("the file is empty") : "unknown signature") +
               ")");
 }
 
-Image read_image_file(const std::string& path, ColorMode mode) {
+Image read_image_file(const std::string& path, ColorMode mode, int64_t max_pixels) {
+  refuse_special_file(path, "image file");
   std::ifstream in(path, std::ios::binary);
   CMHA_CHECK(in, path + ": cannot open the image file");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CMHA_CHECK(!in.bad(), path + ": cannot read the image file");
-  return decode_image(bytes.data(), bytes.size(), mode, path);
+  return decode_image(bytes.data(), bytes.size(), mode, path, max_pixels);
 }
 
 std::vector<uint8_t> encode_png(const Image& im) {

@@ -24,11 +24,18 @@ struct Image {
 enum class ColorMode { rgb, grey };
 inline int64_t channel_count(ColorMode m) { return m == ColorMode::rgb ? 3 : 1; }
 
+// A cap on decoded pixels (width × height), checked from the header before
+// anything is allocated: a small file can declare a 30 000 × 30 000 image
+// (2.7 GB decoded). Pillow's MAX_IMAGE_PIXELS, 1 GiB / 4 / 3 (its warning
+// threshold; it refuses at twice that).
+constexpr int64_t kDefaultMaxImagePixels = 89478485;
+
 // Decodes JPEG or PNG bytes (told apart by their signature). `name` (the
-// file) heads every error: a corrupt, truncated or unsupported image is one
-// cmha::Error sentence naming it.
-Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name);
-Image read_image_file(const std::string& path, ColorMode mode);
+// file) heads every error: a corrupt, truncated or unsupported image, or one
+// of more than `max_pixels` pixels, is one cmha::Error sentence naming it.
+Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name,
+                   int64_t max_pixels = kDefaultMaxImagePixels);
+Image read_image_file(const std::string& path, ColorMode mode, int64_t max_pixels = kDefaultMaxImagePixels);
 
 // Encoders for tests, fixtures and benchmarks: PNG is lossless (1 or 3
 // channels, 8-bit); JPEG at `quality` (1..100).

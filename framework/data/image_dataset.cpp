@@ -19,7 +19,8 @@ bool is_image_file(const fs::path& p) {
 }
 }  // namespace
 
-ImageFolderDataset::ImageFolderDataset(const std::string& root, ColorMode mode, int64_t num_classes) : mode_(mode) {
+ImageFolderDataset::ImageFolderDataset(const std::string& root, ColorMode mode, int64_t num_classes, int64_t max_pixels)
+    : mode_(mode), max_pixels_(max_pixels) {
   std::error_code ec;
   CMHA_CHECK(fs::is_directory(root, ec), root + ": no such image folder (expected <root>/<class>/<image>)");
   for (const auto& entry : fs::directory_iterator(root))
@@ -43,7 +44,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ColorMode mode, 
   }
 }
 
-Image ImageFolderDataset::load(int64_t i) const { return read_image_file(files_[i], mode_); }
+Image ImageFolderDataset::load(int64_t i) const { return read_image_file(files_[i], mode_, max_pixels_); }
 
 IdxImageDataset::IdxImageDataset(const std::string& images_path, const std::string& labels_path, ColorMode mode,
                                  int64_t num_classes)

@@ -27,9 +27,11 @@ class ImageDataset {
 // <root>/<class>/<file>: every class folder must hold at least one image
 // (an empty one is an error naming it); files with other extensions are
 // ignored. `num_classes` > 0 checks that there are no more classes than that.
+// An image of more than `max_pixels` pixels is an error naming it (load).
 class ImageFolderDataset : public ImageDataset {
  public:
-  ImageFolderDataset(const std::string& root, ColorMode mode, int64_t num_classes = 0);
+  ImageFolderDataset(const std::string& root, ColorMode mode, int64_t num_classes = 0,
+                     int64_t max_pixels = kDefaultMaxImagePixels);
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
   int64_t label(int64_t i) const override { return labels_[i]; }
@@ -42,6 +44,7 @@ class ImageFolderDataset : public ImageDataset {
   std::vector<std::string> files_;    // sorted within each class
   std::vector<int64_t> labels_;
   ColorMode mode_;
+  int64_t max_pixels_;
 };
 
 // An IDX image file [N, rows, cols] (bytes) and its label file [N]; a label

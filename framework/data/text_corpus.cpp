@@ -6,12 +6,14 @@
 #include <memory>
 
 #include "tensor/error.h"
+#include "tensor/regular_file.h"
 
 namespace cmha::data {
 
 namespace {
 
 std::string read_file_bytes(const std::string& path) {
+  refuse_special_file(path, "corpus file");
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw Error("cannot open corpus file '" + path + "': " + std::strerror(errno));
   std::string bytes;

@@ -173,6 +173,7 @@ double length_penalized(double logprob, int64_t length, double alpha) {
 int64_t max_output_length(int64_t src_len, const SearchOptions& opt, const nn::TransformerConfig& model) {
   const double v = std::floor(opt.max_len_a * static_cast<double>(src_len) + static_cast<double>(opt.max_len_b));
   int64_t len = v <= 0 ? 0 : (v > 1e9 ? int64_t{1000000000} : static_cast<int64_t>(v));
+  if (opt.max_len_cap > 0) len = std::min(len, opt.max_len_cap);
   if (model.positions == "learned") len = std::min(len, model.max_positions - 1);
   return std::max<int64_t>(len, 0);
 }

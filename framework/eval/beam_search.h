@@ -43,6 +43,7 @@ struct SearchOptions {
   int64_t eos = 2;           // ends a hypothesis (fairseq starts the decoder with EOS too)
   int64_t pad = 1;           // never produced; -1 = none
   int64_t vocab_limit = 0;   // tokens >= this are never produced; 0 = no limit
+  int64_t max_len_cap = 0;   // at most this many output tokens whatever a and b say; 0 = no cap
 };
 
 struct Hypothesis {
@@ -57,8 +58,10 @@ using NBest = std::vector<Hypothesis>;
 // fairseq's length-normalised score: logprob / length^alpha.
 double length_penalized(double logprob, int64_t length, double alpha);
 
-// ⌊a·src_len + b⌋, at least 0, and at most max_positions - 1 when the model
-// has learned positions (the decoder input at step t sits at position t).
+// ⌊a·src_len + b⌋, at least 0, at most opt.max_len_cap when set (the
+// decoder's cache grows with every step: this bounds its memory), and at
+// most max_positions - 1 when the model has learned positions (the decoder
+// input at step t sits at position t).
 int64_t max_output_length(int64_t src_len, const SearchOptions& opt, const nn::TransformerConfig& model);
 
 // What the search needs from a model: the next-token log-probabilities of

@@ -64,4 +64,9 @@ bool all_finite(const std::vector<Tensor>& params) {
   return CMHA_KERNEL(dev, optim.all_finite)(grads);
 }
 
+bool values_finite(const std::vector<Tensor>& xs) {
+  if (xs.empty()) return true;
+  return CMHA_KERNEL(xs.front().device(), optim.all_finite)(xs);
+}
+
 }  // namespace cmha::optim

@@ -26,4 +26,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // gradient are skipped).
 bool all_finite(const std::vector<Tensor>& params);
 
+// True when every element of every tensor (f32, one device) is finite: the
+// trainer's check that weights are worth saving.
+bool values_finite(const std::vector<Tensor>& xs);
+
 }  // namespace cmha::optim

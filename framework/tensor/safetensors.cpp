@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "tensor/regular_file.h"
 
 namespace cmha {
 
@@ -41,6 +42,7 @@ bool st_dtype_from_name(const std::string& s, DType& out) {
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  refuse_special_file(path, "safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   CMHA_CHECK(in.good(), "cannot open safetensors file '" + path + "': " + std::strerror(errno));
   const auto file_size = static_cast<uint64_t>(in.tellg());

@@ -47,8 +47,9 @@ ImageData make_image_data(const Recipe& r) {
   CMHA_CHECK(!root.empty(), "data.format is image_folder but data.root is not set");
   const std::string train_dir = (std::filesystem::path(root) / r.string("data.train_dir")).string();
   const std::string valid_dir = (std::filesystem::path(root) / r.string("data.valid_dir")).string();
-  auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes);
-  auto valid = std::make_shared<data::ImageFolderDataset>(valid_dir, mode, classes);
+  const int64_t max_pixels = r.integer("data.max_image_pixels");
+  auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes, max_pixels);
+  auto valid = std::make_shared<data::ImageFolderDataset>(valid_dir, mode, classes, max_pixels);
   // Labels are folder indices: different folders would silently mislabel.
   CMHA_CHECK(train->classes() == valid->classes(), valid_dir + " has " + std::to_string(valid->num_classes()) +
                                                        " class folders that differ from the " +

@@ -141,7 +141,8 @@ std::vector<OptionSpec> build() {
   add("eval.lenpen", T::real, "0.6", "Final evaluation: length penalty exponent (score = log p / length^lenpen)", -100, 100);
   add("eval.max_len_a", T::real, "1.0", "Final evaluation: at most a × source length + b output tokens", 0);
   add("eval.max_len_b", T::integer, "50", "Final evaluation: the b of the maximum output length", 0);
-  add("eval.max_tokens", T::integer, "4096", "Decoding batches: source tokens per batch, padding included", 1, 1 << 24);
+  add("eval.max_tokens", T::integer, "4096", "Decoding batches: max(source, output) tokens per batch, padding included", 1, 1 << 24);
+  add("eval.max_source_tokens", T::integer, "0", "Longest source line translated, in pieces with the end of sentence: a longer one is cut to it with a warning naming the line (cmha score refuses it); the output is as bounded. 0 = 4 × data.max_len; at most model.max_positions with learned positions", 0, 1 << 20);
   // ---- end translation data ----
   // Image data (IDX files: MNIST, Fashion-MNIST)
   add("data.train_images", T::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "Training images (IDX, gzip'd or plain)");
@@ -156,6 +157,7 @@ std::vector<OptionSpec> build() {
   add("data.root", T::string, "''", "ImageFolder root holding <train_dir>/<class>/<image> and <valid_dir>/<class>/<image> (.jpg, .jpeg, .png)");
   add("data.train_dir", T::string, "train", "Training split folder under data.root");
   add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");
+  add("data.max_image_pixels", T::integer, "89478485", "Largest image decoded, in pixels (width × height; Pillow's MAX_IMAGE_PIXELS): a larger one is an error naming it", 1, int64_t{1} << 40);
   add("data.channel_mean", T::real_list, "[]", "Per-channel pixel mean (ImageNet: [0.485, 0.456, 0.406]); [] = data.mean for every channel");
   add("data.channel_std", T::real_list, "[]", "Per-channel pixel std (ImageNet: [0.229, 0.224, 0.225]); [] = data.std for every channel");
   add("data.random_resized_crop", T::boolean, "false", "Training: RandomResizedCrop to model.image_size (bicubic; DeiT: true); false = resize the shorter side to model.image_size and centre-crop");

@@ -1,6 +1,7 @@
 #include "train/recipe.h"
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "tensor/error.h"
@@ -65,6 +66,32 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
   return "";
 }
 
+// YAML forbids a key twice in one mapping, but yaml-cpp keeps both and
+// Recipe::absorb would let the last win silently; the same key path spelt
+// twice in one file ("model.depth: 2" and "model: {depth: 4}") is the same
+// mistake. Paths are built as absorb builds them. `seen`: path → its line.
+void refuse_duplicate_keys(const YAML::Node& map, const std::string& prefix, const std::string& file,
+                           std::map<std::string, int>& seen) {
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) continue;  // absorb reports it
+    const std::string key = kv.first.as<std::string>();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (kv.second.IsMap() && !find_option(path)) {
+      refuse_duplicate_keys(kv.second, path, file, seen);
+      continue;
+    }
+    const int line = kv.first.Mark().line + 1;
+    const auto [it, fresh] = seen.emplace(path, line);
+    CMHA_CHECK(fresh, file + ":" + std::to_string(line) + ": the key '" + path + "' is set a second time (first at line " +
+                          std::to_string(it->second) + "); YAML keeps only one of them: remove the other");
+  }
+}
+
+void refuse_duplicate_keys(const YAML::Node& root, const std::string& file) {
+  std::map<std::string, int> seen;
+  refuse_duplicate_keys(root, "", file, seen);
+}
+
 }  // namespace
 
 Recipe Recipe::load(const std::string& path, const std::vector<std::string>& overrides) {
@@ -84,7 +111,10 @@ Recipe Recipe::parse(const std::string& yaml_text, const std::string& name, cons
   }
   CMHA_CHECK(!root.IsDefined() || root.IsNull() || root.IsMap(), name + ": a recipe must be a YAML mapping of keys");
   CMHA_CHECK(!root["include"], name + ": include: needs a recipe file (its paths are relative to the file)");
-  if (root.IsMap()) r.absorb(root, "", name);
+  if (root.IsMap()) {
+    refuse_duplicate_keys(root, name);
+    r.absorb(root, "", name);
+  }
   for (const auto& o : overrides) r.apply_override(o);
   return r;
 }
@@ -102,6 +132,7 @@ void Recipe::load_file(const std::string& path, int depth) {
   }
   if (!root.IsDefined() || root.IsNull()) return;
   CMHA_CHECK(root.IsMap(), path + ": a recipe must be a YAML mapping of keys");
+  refuse_duplicate_keys(root, path);
   if (const YAML::Node inc = root["include"]) {
     const auto dir = std::filesystem::path(path).parent_path();
     std::vector<YAML::Node> items;

@@ -173,8 +173,23 @@ struct Trainer::Impl {
     return {{"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}}, {"data", task.data_state()}};
   }
 
+  // What a stopped run leaves to resume from, as the end of a sentence.
+  std::string saved_state() const {
+    if (saved_update < 0) return "no checkpoint has been saved yet (nothing to resume from)";
+    return "the newest checkpoint, '" + (fs::path(dir) / checkpoint_name(saved_update)).string() + "' (update " +
+           std::to_string(saved_update) + "), holds finite weights";
+  }
+
   // Collective: every rank's state is gathered into rank 0's file, so every rank calls it.
+  // Non-finite weights are never written (a diverged run's checkpoint would pass for progress);
+  // every rank holds the same weights, so every rank throws.
   void save(const std::string& name) {
+    std::vector<Tensor> weights;
+    for (auto& [n, p] : params) weights.push_back(p);
+    if (ema) weights.insert(weights.end(), ema->shadow().begin(), ema->shadow().end());
+    CMHA_CHECK(optim::values_finite(weights),
+               "update " + std::to_string(update) + " left non-finite weights (the run diverged: a lower optim.lr?), "
+               "so '" + name + "' was not saved; " + saved_state());
     const std::vector<std::string> states = comm.all_gather_bytes(rank_state().dump());
     if (name != "checkpoint_best.safetensors") saved_update = update;
     if (!comm.is_main()) return;
@@ -372,8 +387,8 @@ TrainSummary Trainer::run() {
         std::fprintf(stderr, "%supdate %lld: non-finite loss or gradient, skipped (%lld in a row)\n", tty ? "\r\033[K" : "",
                      (long long)s.update + 1, (long long)s.nonfinite_in_row);
       CMHA_CHECK(s.nonfinite_in_row < s.max_nonfinite,
-                 std::to_string(s.nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; "
-                 "the last good checkpoint in '" + s.dir + "' is intact");
+                 std::to_string(s.nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
+                     s.saved_state());
       continue;
     }
     s.nonfinite_in_row = 0;

@@ -152,6 +152,9 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   final_.max_len_a = r.real("eval.max_len_a");
   final_.max_len_b = r.integer("eval.max_len_b");
   final_.max_tokens = r.integer("eval.max_tokens");
+  final_.max_source_tokens = source_token_limit(r);
+  // Checked now, not after hours of training.
+  check_decoding_budget(std::max(final_.beam, valid_beam_), final_.max_tokens, final_.max_source_tokens);
   if (!final_.test_prefix.empty()) {  // checked now: a missing test set should not surface after hours of training
     for (const std::string& lang : {src_lang, tgt_lang}) {
       const std::string path = data::corpus_path(final_.test_prefix, lang);
@@ -285,6 +288,7 @@ std::map<std::string, double> TranslationTask::validate() {
     o.spm_path = spm_path_;
     o.search.beam = valid_beam_;
     o.max_tokens = final_.max_tokens;
+    o.max_source_tokens = final_.max_source_tokens;
     Translator translator(*model_, o);
     metrics["bleu"] = eval::corpus_bleu(translator.translate(bleu_sources_), bleu_references_).score;
   }
@@ -312,8 +316,9 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   o.search.max_len_a = final_.max_len_a;
   o.search.max_len_b = final_.max_len_b;
   o.max_tokens = final_.max_tokens;
+  o.max_source_tokens = final_.max_source_tokens;
   Translator translator(averaged, o);
-  const std::vector<std::string> hyps = translator.translate(test.source);
+  const std::vector<std::string> hyps = translator.translate(test.source, {}, "'" + test.source_path + "'");
   const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
   {
     std::ofstream out(hyp_path, std::ios::binary | std::ios::trunc);

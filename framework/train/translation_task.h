@@ -63,7 +63,7 @@ class TranslationTask : public Task {
   // mistake fails before training, not after it.
   struct FinalEvaluation {
     std::string test_prefix, source_lang, target_lang;
-    int64_t average_last = 5, beam = 4, max_len_b = 50, max_tokens = 4096;
+    int64_t average_last = 5, beam = 4, max_len_b = 50, max_tokens = 4096, max_source_tokens = 0;
     double lenpen = 0.6, max_len_a = 1.0;
   } final_;
   int rank_, world_;

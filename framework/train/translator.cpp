@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -17,6 +18,23 @@
 namespace cmha::train {
 
 namespace fs = std::filesystem;
+
+int64_t source_token_limit(const Recipe& recipe) {
+  int64_t limit = recipe.integer("eval.max_source_tokens");
+  if (limit == 0) limit = 4 * recipe.integer("data.max_len");
+  if (recipe.string("model.positions") == "learned") limit = std::min(limit, recipe.integer("model.max_positions"));
+  return limit;
+}
+
+void check_decoding_budget(int64_t beam, int64_t max_tokens, int64_t max_source_tokens) {
+  const int64_t positions = beam * std::max(max_tokens, max_source_tokens);
+  CMHA_CHECK(positions <= kMaxDecoderPositions,
+             "beam " + std::to_string(beam) + " × " + std::to_string(std::max(max_tokens, max_source_tokens)) +
+                 " tokens per batch is " + std::to_string(positions) + " decoder positions, more than the " +
+                 std::to_string(kMaxDecoderPositions) + " that decoding holds in memory: lower the beam "
+                 "(--beam, eval.beam), the tokens per batch (--max-tokens, eval.max_tokens) or the longest source "
+                 "(--max-source-tokens, eval.max_source_tokens)");
+}
 
 std::string Translator::default_spm_path(const std::string& checkpoint) {
   const fs::path dir = fs::path(checkpoint).parent_path();
@@ -50,6 +68,7 @@ Translator::Translator(const std::string& checkpoint, const TranslatorOptions& o
   model_->eval();
   for (Tensor& p : model_->parameters()) p.set_requires_grad(false);
   load_vocabulary("checkpoint '" + checkpoint + "'");
+  settle_limits(source_token_limit(recipe));
 }
 
 Translator::Translator(nn::Transformer& model, const TranslatorOptions& options) : options_(options), model_(&model) {
@@ -58,6 +77,17 @@ Translator::Translator(nn::Transformer& model, const TranslatorOptions& options)
              "SentencePiece model '" + options_.spm_path + "' does not exist");
   CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
   load_vocabulary("the model in training");
+  settle_limits(model.config().positions == "learned" ? model.config().max_positions : kDefaultSourceTokens);
+}
+
+void Translator::settle_limits(int64_t fallback) {
+  int64_t& limit = options_.max_source_tokens;
+  CMHA_CHECK(limit >= 0, "translate: the source token limit must be at least 1, got " + std::to_string(limit));
+  if (limit == 0) limit = fallback;
+  if (model_->config().positions == "learned") limit = std::min(limit, model_->config().max_positions);
+  limit = std::max<int64_t>(limit, 1);  // the EOS alone
+  options_.search.max_len_cap = limit;  // the output is bounded like the source
+  check_decoding_budget(options_.search.beam, options_.max_tokens, limit);
 }
 
 void Translator::load_vocabulary(const std::string& model_name) {
@@ -76,7 +106,6 @@ void Translator::load_vocabulary(const std::string& model_name) {
   s.bos = sp_->bos_id() >= 0 ? sp_->bos_id() : s.eos;
   s.pad = sp_->pad_id();
   s.vocab_limit = pieces;
-  if (cfg.positions == "learned") max_source_ = cfg.max_positions;
 }
 
 Translator::~Translator() = default;
@@ -86,8 +115,6 @@ std::vector<int64_t> Translator::encode(const std::string& line) const {
   const auto status = sp_->Encode(line, &ids);
   CMHA_CHECK(status.ok(), "SentencePiece cannot encode a line: " + status.ToString());
   std::vector<int64_t> out(ids.begin(), ids.end());
-  if (max_source_ > 0 && static_cast<int64_t>(out.size()) >= max_source_)
-    out.resize(static_cast<size_t>(max_source_ - 1));  // the model cannot see more; keep room for the EOS
   out.push_back(options_.search.eos);
   return out;
 }
@@ -121,16 +148,25 @@ std::vector<eval::Hypothesis> Translator::translate_ids(const std::vector<std::v
 }
 
 std::vector<double> Translator::score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
-                                      std::vector<int64_t>* tokens) {
+                                      std::vector<int64_t>* tokens, const std::string& source_name,
+                                      const std::string& target_name) {
   CMHA_CHECK(sources.size() == targets.size(), "score: " + std::to_string(sources.size()) + " sources but " +
                                                    std::to_string(targets.size()) + " targets");
   autograd::NoGradGuard no_grad;
   const eval::SearchOptions& so = options_.search;
   const int64_t pad_id = so.pad >= 0 ? so.pad : so.eos;
   std::vector<std::vector<int64_t>> src, tgt;  // tgt: pieces + EOS (the decoder's outputs)
+  const int64_t limit = options_.max_source_tokens;
+  auto checked = [&](std::vector<int64_t> ids, const std::string& name, size_t line) {
+    CMHA_CHECK(static_cast<int64_t>(ids.size()) <= limit,
+               name + " line " + std::to_string(line + 1) + " has " + std::to_string(ids.size()) +
+                   " pieces (end of sentence included), more than the limit of " + std::to_string(limit) +
+                   " (--max-source-tokens, eval.max_source_tokens)");
+    return ids;
+  };
   for (size_t i = 0; i < sources.size(); ++i) {
-    src.push_back(encode(sources[i]));
-    tgt.push_back(encode(targets[i]));
+    src.push_back(checked(encode(sources[i]), source_name, i));
+    tgt.push_back(checked(encode(targets[i]), target_name, i));
   }
   std::vector<double> logprob(sources.size(), 0.0);
   if (tokens) tokens->assign(sources.size(), 0);
@@ -181,10 +217,29 @@ std::vector<double> Translator::score(const std::vector<std::string>& sources, c
 }
 
 std::vector<std::string> Translator::translate(const std::vector<std::string>& lines,
-                                               const std::function<void(size_t, size_t)>& on_batch) {
+                                               const std::function<void(size_t, size_t)>& on_batch,
+                                               const std::string& input_name) {
+  const int64_t limit = options_.max_source_tokens;
+  constexpr size_t kNamedLines = 5;  // warnings one by one, then a count
+  size_t cut = 0;
   std::vector<std::vector<int64_t>> sources;
   sources.reserve(lines.size());
-  for (const std::string& line : lines) sources.push_back(encode(line));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int64_t> ids = encode(lines[i]);
+    if (static_cast<int64_t>(ids.size()) > limit) {
+      if (++cut <= kNamedLines)
+        std::fprintf(stderr, "translate: %s line %zu has %zu pieces (end of sentence included), more than the limit "
+                     "of %lld (--max-source-tokens, eval.max_source_tokens): only its first %lld pieces are translated\n",
+                     input_name.c_str(), i + 1, ids.size(), static_cast<long long>(limit),
+                     static_cast<long long>(limit - 1));
+      ids.resize(static_cast<size_t>(limit - 1));
+      ids.push_back(options_.search.eos);
+    }
+    sources.push_back(std::move(ids));
+  }
+  if (cut > kNamedLines)
+    std::fprintf(stderr, "translate: %zu lines of %s in all were cut to %lld pieces\n", cut, input_name.c_str(),
+                 static_cast<long long>(limit));
   // Longest first, so the largest batch comes first; stable for equal lengths.
   std::vector<size_t> order(lines.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -193,10 +248,13 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
   std::vector<std::string> out(lines.size());
   size_t done = 0;
   for (size_t i = 0; i < order.size();) {
-    // Sorted longest first: the batch's first sentence sets the padded length.
+    // Sorted longest first: the batch's first sentence sets the padded length
+    // and the longest output, so max(both) × sentences bounds the encoder and
+    // (× beam) the decoder cache.
     const int64_t longest = static_cast<int64_t>(sources[order[i]].size());
+    const int64_t width = std::max(longest, eval::max_output_length(longest, options_.search, model_->config()) + 1);
     size_t j = i + 1;
-    while (j < order.size() && static_cast<int64_t>(j - i + 1) * longest <= options_.max_tokens) ++j;
+    while (j < order.size() && static_cast<int64_t>(j - i + 1) * width <= options_.max_tokens) ++j;
     std::vector<std::vector<int64_t>> batch;
     for (size_t m = i; m < j; ++m) batch.push_back(sources[order[m]]);
     const std::vector<eval::Hypothesis> hyps = translate_ids(batch);

@@ -22,11 +22,32 @@ class SentencePieceProcessor;
 
 namespace cmha::train {
 
+class Recipe;
+
 struct TranslatorOptions {
   std::string spm_path;       // empty: default_spm_path(checkpoint)
-  eval::SearchOptions search;       // bos/eos/pad/vocab_limit are taken from the SentencePiece model
-  int64_t max_tokens = 4096;  // source tokens (padding included) per batch
+  eval::SearchOptions search;       // bos/eos/pad/vocab_limit/max_len_cap are set by the translator
+  int64_t max_tokens = 4096;  // max(source, output) tokens (padding included) per batch
+  // The longest source (and output) line in pieces, EOS included: what keeps
+  // one long line from taking unbounded memory (attention is quadratic in it).
+  // 0: the checkpoint recipe's eval.max_source_tokens (see source_token_limit);
+  // over a model in memory, model.max_positions (learned) or kDefaultSourceTokens.
+  int64_t max_source_tokens = 0;
 };
+
+// Without a recipe to derive it from: long enough for any real sentence.
+constexpr int64_t kDefaultSourceTokens = 1024;
+// The decoder holds beam × tokens-per-batch cached positions (keys and values
+// of every layer, about 50 KB each for transformer-base): refused above this.
+constexpr int64_t kMaxDecoderPositions = int64_t{1} << 18;
+
+// eval.max_source_tokens of a recipe: its value, or when 0, 4 × data.max_len
+// (4 × the longest training pair); never more than model.max_positions with
+// learned positions (the model cannot see further).
+int64_t source_token_limit(const Recipe& recipe);
+// beam × max(max_tokens, max_source_tokens) ≤ kMaxDecoderPositions, else
+// one cmha::Error sentence naming the options and recipe keys to lower.
+void check_decoding_budget(int64_t beam, int64_t max_tokens, int64_t max_source_tokens);
 
 class Translator {
  public:
@@ -46,34 +67,44 @@ class Translator {
 
   // One output line per input line. Batches of similar length (sorted by
   // length, order restored); `on_batch(done, total)` after each batch (it
-  // may throw to stop).
+  // may throw to stop). A line longer than max_source_tokens is cut to its
+  // first max_source_tokens - 1 pieces and the EOS, with a warning on
+  // standard error naming its line number in `input_name` (cut, not refused:
+  // the output stays line-aligned with the input, as BLEU needs).
   std::vector<std::string> translate(const std::vector<std::string>& lines,
-                                     const std::function<void(size_t, size_t)>& on_batch = {});
+                                     const std::function<void(size_t, size_t)>& on_batch = {},
+                                     const std::string& input_name = "the input");
   // The best hypothesis of each source token sequence (ids with their EOS).
   std::vector<eval::Hypothesis> translate_ids(const std::vector<std::vector<int64_t>>& sources);
 
   // Teacher-forced log-probability (natural log) of each target given its
   // source: Σ log p over the target's pieces and its EOS. `tokens` (when
-  // given) receives each target's length in pieces, EOS included.
+  // given) receives each target's length in pieces, EOS included. A line
+  // of either side longer than max_source_tokens is refused (a cut target's
+  // score would be a wrong number): one cmha::Error naming its line number
+  // in `source_name` or `target_name`.
   std::vector<double> score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
-                            std::vector<int64_t>* tokens = nullptr);
+                            std::vector<int64_t>* tokens = nullptr, const std::string& source_name = "the sources",
+                            const std::string& target_name = "the targets");
 
-  std::vector<int64_t> encode(const std::string& line) const;  // pieces + EOS
+  std::vector<int64_t> encode(const std::string& line) const;  // pieces + EOS, however many
   std::string decode(const std::vector<int64_t>& ids) const;
 
   const nn::Transformer& model() const { return *model_; }
   const eval::SearchOptions& search_options() const { return options_.search; }
   const std::string& spm_path() const { return options_.spm_path; }
+  int64_t max_source_tokens() const { return options_.max_source_tokens; }
 
  private:
   // The SentencePiece model, the search's special ids and the source limit.
   void load_vocabulary(const std::string& model_name);
+  // max_source_tokens settled (0 = `fallback`), clamped to learned positions, checked with the beam.
+  void settle_limits(int64_t fallback);
 
   TranslatorOptions options_;
   std::unique_ptr<nn::Transformer> owned_model_;  // set when loaded from a checkpoint
   nn::Transformer* model_ = nullptr;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
-  int64_t max_source_ = 0;  // 0: no limit (sinusoidal positions)
 };
 
 }  // namespace cmha::train
