@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -44,6 +45,22 @@ void print_keys() {
     const std::string def = spec.default_value.empty() ? "inherits " + spec.inherit_from : spec.default_value;
     std::printf("  %-36s %s, %s: %s\n", spec.path.c_str(), train::option_type_name(spec.type), def.c_str(),
                 spec.help.c_str());
+  }
+}
+
+// A file where the run directory, or a folder above it, belongs: named here,
+// before the task writes spm.model or the trainer creates the folders.
+void check_save_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path p(dir); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      CMHA_CHECK(fs::is_directory(p, ec), p == fs::path(dir)
+                                              ? "train.save_dir '" + dir + "' is a file, not a directory"
+                                              : "train.save_dir '" + dir + "': '" + p.string() + "' is a file, not a directory");
+      return;
+    }
+    if (p == p.parent_path()) return;
   }
 }
 
@@ -105,6 +122,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, bool
                                                                               comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
   train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
+  check_save_dir(recipe.string("train.save_dir"));
 
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   std::unique_ptr<train::Task> task;

@@ -242,7 +242,8 @@ struct Trainer::Impl {
 
   // train.init_from: the weights only; optimiser, schedule and data start afresh.
   void init_from(const std::string& path) {
-    CMHA_CHECK(fs::is_regular_file(path), "train.init_from: checkpoint '" + path + "' does not exist");
+    CMHA_CHECK(!fs::is_directory(path), "train.init_from: '" + path + "' is a directory, not a checkpoint file");
+    CMHA_CHECK(fs::exists(path), "train.init_from: checkpoint '" + path + "' does not exist");
     const Checkpoint c = load_checkpoint(path);
     CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
                "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
