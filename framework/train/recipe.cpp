@@ -142,6 +142,7 @@ void Recipe::load_file(const std::string& path, int depth, const std::string& in
 
 void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std::string& file) {
   for (const auto& kv : node) {
+    CMHA_CHECK(kv.first.IsScalar(), where_of(file, kv.first) + ": a recipe key must be a plain name, not a list or a mapping");
     const std::string key = kv.first.as<std::string>();
     if (prefix.empty() && key == "include") continue;
     const std::string path = prefix.empty() ? key : prefix + "." + key;

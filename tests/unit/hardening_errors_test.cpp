@@ -9,12 +9,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "support/check.h"
 #include "support/tiny_images.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/recipe.h"
+#include "train/trainer.h"
+#include "tensor/safetensors.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -140,4 +143,27 @@ TEST_F(HardeningErrors, AFilesystemRefusalIsASentenceNamingThePath) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "cmha: cannot create directories '" + file + "': ")) << r.output;
   EXPECT_FALSE(has(r.output, "internal error")) << r.output;
+}
+
+TEST_F(HardeningErrors, ResumingFromACheckpointWithABrokenTrainerStateNamesIt) {
+  test::write_tiny_fashion_mnist(dir_, 16, 8);
+  const std::string run = dir_ + "/run";
+  const std::string args = "train --threads 1 " + test::tiny_run(dir_, run) + " train.max_updates=3";
+  ASSERT_EQ(run_cmha(args).code, 0);
+  const std::string latest = train::latest_checkpoint(run);
+  ASSERT_FALSE(latest.empty());
+  SafetensorsFile f = load_safetensors(latest);
+  nlohmann::json trainer = nlohmann::json::parse(f.metadata.at("trainer"));
+  trainer["update"] = "three";  // a string where a number belongs
+  f.metadata["trainer"] = trainer.dump();
+  save_safetensors(latest, f.tensors, f.metadata);
+  const test::CommandResult r = run_cmha(args + " train.max_updates=4 --resume");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "checkpoint '" + latest + "': the trainer state is incomplete or corrupt")) << r.output;
+  EXPECT_FALSE(has(r.output, "internal error")) << r.output;
+}
+
+TEST(RecipeHardening, AKeyThatIsNotANameIsRefusedNamingTheLine) {
+  const std::string e = error_of([] { Recipe::parse("model:\n  ? [a, b]\n  : 1\n", "r.yaml"); });
+  EXPECT_TRUE(has(e, "r.yaml:2: a recipe key must be a plain name")) << e;
 }
