@@ -76,7 +76,7 @@ int eval_command(const Args& args) {
     }
   }
   CMHA_CHECK(!path.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
-  CMHA_CHECK(std::filesystem::is_regular_file(path), "checkpoint '" + path + "' does not exist");
+  CMHA_CHECK(std::filesystem::exists(path), "checkpoint '" + path + "' does not exist");  // the loader names a directory
   const train::Checkpoint ckpt = train::load_checkpoint(path);
   const train::Recipe recipe = train::Recipe::parse(ckpt.recipe, path + " (recipe)", overrides);
   const std::string task = recipe.string("train.task");

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 #include <string>
 
 #include "cli/commands.h"
@@ -85,6 +87,19 @@ std::string usage() {
   return u;
 }
 
+// "cannot create directories 'a/b': Not a directory" from libstdc++'s
+// "filesystem error: cannot create directories: Not a directory [a/b]".
+std::string filesystem_sentence(const std::filesystem::filesystem_error& e) {
+  std::string what = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+  std::string action = what.substr(0, what.find(':'));
+  std::string paths;
+  for (const auto* p : {&e.path1(), &e.path2()})
+    if (!p->empty()) paths += (paths.empty() ? " '" : " and '") + p->string() + "'";
+  return action + paths + ": " + e.code().message();
+}
+
 }  // namespace
 
 bool interrupted() {
@@ -159,6 +174,15 @@ int main(int argc, char** argv) {
   } catch (const cmha::Error& e) {
     std::fprintf(stderr, "cmha: %s\n", e.what());
     return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the system refused (a file where a folder
+    // belongs, no permission, a full disk): theirs to fix, so exit 2.
+    std::fprintf(stderr, "cmha: %s\n", filesystem_sentence(e).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Inputs are bounded where they are read; what is left is a model or batch too big for this machine.
+    std::fprintf(stderr, "cmha: out of memory (the model, batch or input is too large for this machine)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cmha: internal error: %s\n", e.what());
     return 1;

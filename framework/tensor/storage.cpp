@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -25,10 +26,28 @@ constexpr bool kCacheEnabled = false;
 constexpr bool kCacheEnabled = true;
 #endif
 
-size_t cache_cap() {
-  static const size_t cap = [] {
+// CMHA_CPU_CACHE_MB, read once. A bad value is kept as an error sentence
+// that the first allocation throws: the cap is also read in ~Storage, where
+// throwing would abort, so there it falls back to the default.
+struct CacheCap {
+  size_t bytes = size_t{4096} << 20;
+  std::string error;
+};
+const CacheCap& cache_cap() {
+  static const CacheCap cap = [] {
+    constexpr unsigned long long kMaxMb = 1ull << 30;  // 1 PiB: far above any machine, and << 20 cannot overflow
+    CacheCap c;
     const char* env = std::getenv("CMHA_CPU_CACHE_MB");
-    return (env ? std::stoull(env) : 4096ull) << 20;
+    if (!env) return c;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long mb = std::strtoull(env, &end, 10);
+    if (*env < '0' || *env > '9' || *end != '\0' || errno == ERANGE || mb > kMaxMb)
+      c.error = std::string("the environment variable CMHA_CPU_CACHE_MB='") + env +
+                "' must be a whole number of MiB from 0 to " + std::to_string(kMaxMb);
+    else
+      c.bytes = static_cast<size_t>(mb) << 20;
+    return c;
   }();
   return cap;
 }
@@ -79,7 +98,7 @@ bool give_cached(void* p, size_t rounded) {
   if (!kCacheEnabled || rounded < kCacheMin) return false;
   BlockCache& c = block_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.bytes + rounded > cache_cap()) return false;
+  if (c.bytes + rounded > cache_cap().bytes) return false;
   c.free_blocks[rounded].push_back(p);
   c.bytes += rounded;
   return true;
@@ -104,6 +123,7 @@ void release_cached_cpu_memory() {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cpu()) {
+    if (!cache_cap().error.empty()) throw Error(cache_cap().error);
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = rounded_size(nbytes);
     capacity_ = rounded;

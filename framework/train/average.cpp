@@ -1,6 +1,7 @@
 #include "train/average.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <regex>
 
@@ -48,7 +49,11 @@ std::vector<std::string> update_checkpoints(const std::string& run_dir) {
     for (const auto& e : fs::directory_iterator(run_dir)) {
       std::smatch m;
       const std::string name = e.path().filename().string();
-      if (std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), e.path().string());
+      int64_t update = 0;
+      // A number past int64 (checkpoint_99999999999999999999) is no checkpoint of ours: skipped, not thrown.
+      if (std::regex_match(name, m, pattern) &&
+          std::from_chars(&*m[1].first, &*m[1].first + m[1].length(), update).ec == std::errc())
+        found.emplace_back(update, e.path().string());
     }
   }
   std::sort(found.begin(), found.end());

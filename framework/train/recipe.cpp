@@ -1,5 +1,6 @@
 #include "train/recipe.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -16,6 +17,23 @@ std::string where_of(const std::string& file, const YAML::Node& node) {
   return m.line >= 0 ? file + ":" + std::to_string(m.line + 1) : file;
 }
 
+// "[0, 10]", "at least 0", "at most 1": a bound of ±kUnbounded is no bound,
+// and is never printed (as an integer it does not even fit).
+std::string range_of(const OptionSpec& spec) {
+  const bool integer = spec.type == OptionType::integer;
+  auto num = [&](double v) {
+    if (integer) return std::to_string(static_cast<int64_t>(v));
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  const bool low = spec.min > -kUnbounded, high = spec.max < kUnbounded;
+  if (low && high) return "[" + num(spec.min) + ", " + num(spec.max) + "]";
+  if (low) return "at least " + num(spec.min);
+  if (high) return "at most " + num(spec.max);
+  return "any number";
+}
+
 // Checks that `node` holds a value of the spec's type and range; returns an
 // error sentence or "".
 std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
@@ -25,17 +43,16 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
       case OptionType::integer: {
         if (!node.IsScalar()) return expect;
         const auto v = node.as<int64_t>();
-        if (v < spec.min || v > spec.max)
-          return spec.path + " = " + std::to_string(v) + " is out of range [" + std::to_string(int64_t(spec.min)) +
-                 ", " + std::to_string(int64_t(spec.max)) + "]";
+        if (v < spec.min || v > spec.max) return spec.path + " = " + std::to_string(v) + " is out of range: " + range_of(spec);
         return "";
       }
       case OptionType::real: {
         if (!node.IsScalar()) return expect;
         const auto v = node.as<double>();
+        if (!std::isfinite(v)) return spec.path + " = " + node.Scalar() + " is not a finite number";
         if (v < spec.min || v > spec.max) {
           std::ostringstream os;
-          os << spec.path << " = " << v << " is out of range [" << spec.min << ", " << spec.max << "]";
+          os << spec.path << " = " << v << " is out of range: " << range_of(spec);
           return os.str();
         }
         return "";
@@ -57,7 +74,8 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
       }
       case OptionType::real_list:
         if (!node.IsSequence()) return expect;
-        for (const auto& e : node) e.as<double>();
+        for (const auto& e : node)
+          if (!std::isfinite(e.as<double>())) return spec.path + " holds " + e.Scalar() + ", not a finite number";
         return "";
     }
   } catch (const YAML::Exception&) {
@@ -119,9 +137,14 @@ Recipe Recipe::parse(const std::string& yaml_text, const std::string& name, cons
   return r;
 }
 
-void Recipe::load_file(const std::string& path, int depth) {
+void Recipe::load_file(const std::string& path, int depth, const std::string& included_at) {
   CMHA_CHECK(depth < 16, path + ": includes nested more than 16 deep (an include cycle?)");
-  CMHA_CHECK(std::filesystem::is_regular_file(path), "recipe file '" + path + "' does not exist");
+  // An included file's errors start with the include: line that names it.
+  const std::string by = included_at.empty() ? "" : included_at + ": include: ";
+  std::error_code ec;
+  CMHA_CHECK(!std::filesystem::is_directory(path, ec), by + "'" + path + "' is a directory, not a recipe file");
+  CMHA_CHECK(std::filesystem::exists(path, ec), by + "recipe file '" + path + "' does not exist");
+  CMHA_CHECK(std::filesystem::is_regular_file(path, ec), by + "'" + path + "' is not a regular file (a pipe?), not a recipe file");
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -142,7 +165,7 @@ void Recipe::load_file(const std::string& path, int depth) {
       items.push_back(inc);
     for (const auto& i : items) {
       CMHA_CHECK(i.IsScalar(), where_of(path, i) + ": include: expects a file name or a list of them");
-      load_file((dir / i.as<std::string>()).lexically_normal().string(), depth + 1);
+      load_file((dir / i.as<std::string>()).lexically_normal().string(), depth + 1, where_of(path, i));
     }
   }
   absorb(root, "", path);
@@ -150,6 +173,7 @@ void Recipe::load_file(const std::string& path, int depth) {
 
 void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std::string& file) {
   for (const auto& kv : node) {
+    CMHA_CHECK(kv.first.IsScalar(), where_of(file, kv.first) + ": a recipe key must be a plain name, not a list or a mapping");
     const std::string key = kv.first.as<std::string>();
     if (prefix.empty() && key == "include") continue;
     const std::string path = prefix.empty() ? key : prefix + "." + key;

@@ -34,7 +34,7 @@ class Recipe {
     YAML::Node node;
     std::string origin;
   };
-  void load_file(const std::string& path, int depth);
+  void load_file(const std::string& path, int depth, const std::string& included_at = "");
   void absorb(const YAML::Node& node, const std::string& prefix, const std::string& file);
   void set(const std::string& path, const YAML::Node& node, const std::string& origin);
   void apply_override(const std::string& text);

@@ -205,7 +205,8 @@ struct Trainer::Impl {
     for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) fs::remove(found[i]);
   }
 
-  void resume_from(const std::string& path) {
+  // A trainer state with a missing or mistyped field (an edited or foreign file) is the file's fault: exit 2.
+  void resume_from(const std::string& path) try {
     Checkpoint c = load_checkpoint(path);
     CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
                "checkpoint '" + path + "' was trained with a different model architecture than this recipe "
@@ -220,7 +221,12 @@ struct Trainer::Impl {
     optimizer->load_state_dict(st, param_names, "checkpoint '" + path + "'");
     if (ema) {
       CMHA_CHECK(!c.ema.empty(), "checkpoint '" + path + "' has no EMA weights but train.ema_decay is set");
-      for (size_t i = 0; i < params.size(); ++i) ema->shadow()[i].copy_(c.ema.at(params[i].first));
+      for (size_t i = 0; i < params.size(); ++i) {
+        auto e = c.ema.find(params[i].first);
+        CMHA_CHECK(e != c.ema.end() && e->second.shape() == params[i].second.shape(),
+                   "checkpoint '" + path + "' has no EMA weights of the shape of '" + params[i].first + "'");
+        ema->shadow()[i].copy_(e->second);
+      }
     }
     update = t.at("update").get<int64_t>();
     epoch = t.at("epoch").get<int64_t>();
@@ -247,6 +253,8 @@ struct Trainer::Impl {
     // The same buckets as before the checkpoint (reductions of more than two ranks depend on them).
     if (saved_world == comm.size() && comm.size() > 1 && t.contains("bucket_order"))
       buckets->use_order(t.at("bucket_order").get<std::vector<int64_t>>());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("checkpoint '" + path + "': the trainer state is incomplete or corrupt (" + e.what() + ")");
   }
 
   // Rank 0's parameters on every rank (they start equal from the seed; this makes it a guarantee).
@@ -257,7 +265,8 @@ struct Trainer::Impl {
 
   // train.init_from: the weights only; optimiser, schedule and data start afresh.
   void init_from(const std::string& path) {
-    CMHA_CHECK(fs::is_regular_file(path), "train.init_from: checkpoint '" + path + "' does not exist");
+    CMHA_CHECK(!fs::is_directory(path), "train.init_from: '" + path + "' is a directory, not a checkpoint file");
+    CMHA_CHECK(fs::exists(path), "train.init_from: checkpoint '" + path + "' does not exist");
     const Checkpoint c = load_checkpoint(path);
     CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
                "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
