@@ -121,6 +121,12 @@ int train_command(const Args& args) {
     if (std::filesystem::is_regular_file(stored)) {
       recipe_path = stored;
       recipe = train::Recipe::load(recipe_path, overrides);
+    } else {
+      // Only the built-in recipe's own run may resume without a recipe file.
+      const std::string own = train::Recipe::parse(default_recipe_text(), default_recipe_name(), {}).string("train.save_dir");
+      CMHA_CHECK(recipe.string("train.save_dir") == own,
+                 "--resume without a recipe continues the run in train.save_dir '" + recipe.string("train.save_dir") +
+                     "', but it holds no run (no " + stored + "): give the recipe too");
     }
   }
   const train::RunStart start = resume ? train::RunStart::resume

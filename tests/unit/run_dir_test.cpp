@@ -107,6 +107,17 @@ TEST(RunDir, ResumeAndOverwriteTogetherAreRefused) {
   EXPECT_TRUE(has(r.output, "--resume") && has(r.output, "--overwrite")) << r.output;
 }
 
+// Without a recipe, --resume continues DIR/recipe.yaml; a directory without one is
+// named rather than silently resumed with the built-in recipe.
+TEST(RunDir, ResumeWithoutARecipeOfADirectoryWithoutARunIsRefused) {
+  const std::string dir = test::temp_dir("rundir_norun");
+  const auto r = test::run_cmha("train --resume train.save_dir=" + dir + "/run");
+  EXPECT_EQ(r.code, 2) << r.output;
+  expect_one_sentence(r);
+  EXPECT_TRUE(has(r.output, "holds no run") && has(r.output, dir + "/run/recipe.yaml")) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(RunDir, ASecondProcessOnADirectoryInUseIsRefusedWithTheHoldersPid) {
   const std::string dir = fresh_data("rundir_busy"), run = dir + "/run";
   const std::string cmd = std::string(CMHA_BINARY_DIR) + "/cmha train " + tiny(dir, 100000) + " > " + dir + "/log 2>&1";
