@@ -190,4 +190,32 @@ TEST(KillResume, RandomSigkillsThenResumeEndLikeAnUninterruptedRun) {
   fs::remove_all(dir);
 }
 
+
+// results.json is written through a temporary too: one left by a run that died
+// there (here: the rename fails on a directory in the way) goes at the next start.
+TEST(KillResume, AResultsTemporaryOfADeadRunIsRemovedAtTheNextStart) {
+  const std::string dir = test::temp_dir("kill_results_tmp"), run = dir + "/run";
+  fs::remove_all(run);
+  test::write_tiny_fashion_mnist(dir, 32, 16);
+  const std::string tiny = "--threads 1 " + test::tiny_run(dir, run) + " train.max_epochs=0 lr.total=3";
+  fs::create_directories(run + "/results.json/in_the_way");
+  // --resume: a fresh start would refuse the directory, results.json being in the way.
+  const auto failed = test::run_cmha("train --resume " + tiny + " train.max_updates=2");
+  ASSERT_EQ(failed.code, 2) << failed.output;
+  ASSERT_FALSE(temporaries(run).empty()) << "the failed rename left no temporary to test with";
+  fs::remove_all(run + "/results.json");
+  // Right after the next start has claimed the directory (a run that finishes would reuse the name and hide it).
+  std::vector<std::string> args = words("--resume " + tiny + " train.max_updates=100000");
+  const pid_t pid = spawn_cmha(args, dir + "/log");
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 2000 && !has(test::read_file(dir + "/log"), "resumed from"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::vector<std::string> left = temporaries(run);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(has(test::read_file(dir + "/log"), "resumed from")) << test::read_file(dir + "/log");
+  for (const std::string& t : left) EXPECT_FALSE(has(t, "results.json.tmp")) << t;
+  fs::remove_all(dir);
+}
+
 }  // namespace
