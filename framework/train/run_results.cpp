@@ -1,10 +1,13 @@
 #include "train/run_results.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "tensor/error.h"
 
@@ -13,7 +16,8 @@ namespace cmha::train {
 std::string run_results_path(const std::string& run_dir) { return run_dir + "/results.json"; }
 
 void write_run_results(const std::string& run_dir, const nlohmann::json& results) {
-  const std::string path = run_results_path(run_dir), tmp = path + ".tmp";
+  // NAME.tmp.PID, like every other save: one left by a killed run is removed at the next start (run_dir.h).
+  const std::string path = run_results_path(run_dir), tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
     CMHA_CHECK(out.good(), "cannot write '" + tmp + "': " + std::strerror(errno));
