@@ -27,6 +27,18 @@
 namespace cmha {
 namespace {
 
+// Optimisation and sanitizers change the arithmetic the compiler emits (FMA
+// contraction, vectorised reductions): a Debug or sanitizer build has its own bytes.
+const char* build_flavour() {
+#if defined(__SANITIZE_ADDRESS__)
+  return " | sanitized";
+#elif !defined(__OPTIMIZE__)
+  return " | unoptimised";
+#else
+  return "";
+#endif
+}
+
 // The CPU model and its cache sizes (oneDNN blocks its GEMMs by them),
 // oneDNN's instruction set and the compiler: what the bytes of a run depend on.
 std::string machine_signature() {
@@ -40,7 +52,7 @@ std::string machine_signature() {
   const auto kib = [](int name) { return std::to_string(sysconf(name) / 1024) + "K"; };
   return model + " | L1d " + kib(_SC_LEVEL1_DCACHE_SIZE) + " L2 " + kib(_SC_LEVEL2_CACHE_SIZE) + " L3 " +
          kib(_SC_LEVEL3_CACHE_SIZE) + " | dnnl-isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) +
-         " | " + __VERSION__;
+         " | " + __VERSION__ + build_flavour();
 }
 
 // FNV-1a over every tensor (name, dtype, shape, bytes, in name order) and the
