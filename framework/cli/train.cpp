@@ -60,22 +60,6 @@ void print_keys() {
   }
 }
 
-// A file where the run directory, or a folder above it, belongs: named here,
-// before the task writes spm.model or the trainer creates the folders.
-void check_save_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (fs::path p(dir); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p, ec)) {
-      CMHA_CHECK(fs::is_directory(p, ec), p == fs::path(dir)
-                                              ? "train.save_dir '" + dir + "' is a file, not a directory"
-                                              : "train.save_dir '" + dir + "': '" + p.string() + "' is a file, not a directory");
-      return;
-    }
-    if (p == p.parent_path()) return;
-  }
-}
-
 int train_with(const train::Recipe& recipe, const std::string& recipe_path, train::RunStart start, long long threads,
                dist::Communicator& comm);
 
@@ -148,7 +132,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
                dist::Communicator& comm) {
   // Rank 0 alone writes the run directory; it holds it until the process ends (the final evaluation included).
   std::optional<train::RunDirLock> run_dir;
-  check_save_dir(recipe.string("train.save_dir"));  // a file where the run directory or a folder above it belongs
+  train::check_save_dir(recipe.string("train.save_dir"));  // every rank: a file where the run directory or a folder above it belongs
   if (comm.is_main()) run_dir.emplace(train::claim_run_directory(recipe.string("train.save_dir"), start));
   long long t = threads > 0 ? threads : recipe.integer("train.threads");
   // "All cores" shared by the ranks on this machine, within the cores this rank is bound to

@@ -42,10 +42,22 @@ bool is_run_output(const std::string& name) {
 
 }  // namespace
 
-RunDirLock::RunDirLock(const std::string& dir) {
+void check_save_dir(const std::string& dir) {
   std::error_code ec;
-  CMHA_CHECK(!fs::exists(dir, ec) || fs::is_directory(dir, ec),
-             "train.save_dir '" + dir + "' is a file, not a directory: give the run a directory");
+  for (fs::path p(dir); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      CMHA_CHECK(fs::is_directory(p, ec), p == fs::path(dir)
+                                              ? "train.save_dir '" + dir + "' is a file, not a directory"
+                                              : "train.save_dir '" + dir + "': '" + p.string() + "' is a file, not a directory");
+      return;
+    }
+    if (p == p.parent_path()) return;
+  }
+}
+
+RunDirLock::RunDirLock(const std::string& dir) {
+  check_save_dir(dir);
+  std::error_code ec;
   fs::create_directories(dir, ec);
   CMHA_CHECK(!ec, "train.save_dir: cannot create the run directory '" + dir + "': " + ec.message());
   const std::string path = lock_path(dir);

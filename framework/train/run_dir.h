@@ -12,6 +12,10 @@ namespace cmha::train {
 // An exclusive flock on DIR/.lock, held while the object lives. The kernel
 // drops it when the process ends in any way (kill -9 included), so a lock is
 // never stale; the file holds the holder's PID for the refusal message.
+// A file where the run directory, or a folder above it, belongs: one sentence
+// naming it, before anything is written (the lock below checks it too).
+void check_save_dir(const std::string& dir);
+
 class RunDirLock {
  public:
   // Creates DIR if needed; another holder is an Error naming DIR and its PID.

@@ -63,6 +63,17 @@ TEST(DeviceDispatch, AMissingKernelNamesTheKernelAndTheDevice) {
   EXPECT_NO_THROW(CMHA_KERNEL(Device::cpu(), copy.fill));
 }
 
+TEST(DeviceDispatch, FromBlobAndDeviceToDeviceCopiesAreCheckedFirst) {
+  float memory[4] = {};
+  std::string e = test::error_of([&] { Tensor::from_blob(memory, {2, -2}, DType::f32, Device::cuda(0)); });
+  EXPECT_TRUE(has(e, "from_blob") && has(e, "negative")) << e;
+  // Between two devices a copy goes through the host: said before anything is allocated.
+  const Tensor t = fake_cuda({4}, memory);
+  e = test::error_of([&] { t.to(Device::cuda(1)); });
+  EXPECT_TRUE(has(e, "to(cuda:1)") && has(e, "through the host")) << e;
+  EXPECT_TRUE(t.to(Device::cuda(0)).same(t));  // the same device: the tensor itself
+}
+
 TEST(DeviceDispatch, RequireDeviceSaysWhyCudaCannotRun) {
   EXPECT_NO_THROW(backend::require_device(Device::cpu(), "train.device=cpu"));
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: the no-GPU messages do not apply";
