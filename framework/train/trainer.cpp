@@ -18,6 +18,7 @@
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/gradient_buckets.h"
+#include "train/tensorboard.h"
 #include "train/model_config.h"
 #include "optim/schedule.h"
 
@@ -91,6 +92,7 @@ struct Trainer::Impl {
   std::shared_ptr<Generator> dropout_gen;
   std::unique_ptr<GradientBuckets> buckets;  // the gradient exchange (world 1: scaling only)
   std::ofstream metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;  // train.tensorboard (rank 0)
   // trainer state (saved in checkpoints)
   int64_t update = 0, epoch = 0, nonfinite_in_row = 0, skipped = 0, stale_validations = 0;
   double best = NAN;
@@ -279,6 +281,7 @@ struct Trainer::Impl {
     if (!comm.is_main()) return;
     metrics << row.dump() << '\n';
     metrics.flush();
+    if (tensorboard) tensorboard->write(row.value("update", int64_t{0}), scalars_of_row(row));
   }
 
   std::map<std::string, double> validate() {
@@ -334,6 +337,7 @@ TrainSummary Trainer::run() {
   }
   s.broadcast_parameters();
   if (s.comm.is_main()) s.metrics.open(fs::path(s.dir) / "metrics.jsonl", std::ios::app);
+  if (s.comm.is_main() && s.recipe.boolean("train.tensorboard")) s.tensorboard = std::make_unique<TensorBoardWriter>(s.dir);
   if (s.comm.is_main() && s.comm.size() > 1)
     std::fprintf(stderr, "data parallel: %d ranks (%s), gradients in %lld buckets of %g MB, %s\n", s.comm.size(),
                  s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
