@@ -21,6 +21,7 @@ libsentencepiece-dev sentencepiece nlohmann-json3-dev libgtest-dev libgmock-dev 
 zlib1g-dev libicu-dev dataset-fashion-mnist python3 python3-matplotlib ca-certificates
 openmpi-bin libopenmpi-dev"
 PACKAGES="$PACKAGES libjpeg62-turbo-dev libpng-dev"  # image decoding (framework/data/image.cpp)
+PACKAGES="$PACKAGES liblapacke-dev libopenblas-openmp-dev"  # LAPACK/BLAS of framework/compress/dense_linalg.cpp
 PACKAGES="$PACKAGES libcli11-dev"  # the argument parser of every subcommand (framework/cli/command_line.h)
 
 say() { printf 'install.sh: %s\n' "$*"; }

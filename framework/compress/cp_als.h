@@ -59,8 +59,7 @@ struct CpOptions {
   int64_t max_iters = 100;
   double tol = 1e-6;          // stop when |e_prev − e| < tol · e_prev (relative error e)
   // random: N(0, 1) entries. svd: leading singular vectors of the unfoldings,
-  // from a Jacobi eigensolver of D × D Grams: cheap for D of a few hundred,
-  // minutes at D = 768 (cp_als_bench measured 129 s of CPU for one layer).
+  // from LAPACK's eigensolver of the two D × D unfolding Grams.
   std::string init = "random";
   uint64_t seed = 0;          // random init (and SVD's padding columns when R > D)
 };
@@ -72,8 +71,8 @@ struct CpResult {
   double ridge = 0.0;          // largest ridge a normal-equation solve needed (0 = none)
 };
 // Alternating least squares: mixing, then query, then key, each from its
-// normal equations (Hadamard products of the other factors' Grams, Cholesky
-// inverse with a ridge fallback); columns normalised after each step, the
+// normal equations (Hadamard products of the other factors' Grams, a Cholesky
+// solve with a ridge fallback); columns normalised after each step, the
 // weights folded back at the end, split evenly over the three factors (their
 // cube root each) so no factor's scale dwarfs another's when fine-tuned.
 // Deterministic for a given seed and thread count.

@@ -1,9 +1,11 @@
 #pragma once
 // Double-precision linear algebra on the small dense matrices of CP-ALS and
-// of the head analysis (rank × rank normal equations, D × D Gram matrices).
-// No LAPACK: Cholesky, the SPD inverse built on it, a cyclic Jacobi
-// eigensolver, and a GEMM of f32 operands with f64 accumulation for the
-// quantities whose f32 rounding would show (errors near exact recovery).
+// of the head analysis (rank × rank normal equations, D × D Gram matrices),
+// on LAPACK and BLAS: Debian's LAPACKE (the C interface) over OpenBLAS's
+// optimised, OpenMP-threaded LAPACK and BLAS (libopenblas-openmp-dev; its
+// OpenMP build shares libgomp's threads with oneDNN rather than starting a
+// second pool that would fight it for the cores). Everything is in double:
+// the errors near exact recovery are below f32's rounding.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,18 +25,20 @@ struct Matrix {
 };
 
 // Lower-triangular L with L Lᵀ = a (a symmetric; only its lower triangle is
-// read). False when a pivot is not positive (a not positive definite).
+// read), by LAPACK's dpotrf. False when a is not positive definite.
 bool cholesky(const Matrix& a, Matrix& lower);
 
-// Inverse of a symmetric positive semi-definite matrix. A singular or
-// indefinite a gets a ridge λ·I added, λ growing from 1e-12 of the mean
-// diagonal by factors of 100 until the Cholesky succeeds; *ridge reports the
-// λ used (0 when none was needed).
-Matrix spd_inverse(const Matrix& a, double* ridge = nullptr);
+// x = rhs · a⁻¹ for a symmetric positive semi-definite a [n, n] and rhs
+// [m, n]: the row-wise normal-equation solve of ALS (factor · (Hadamard of
+// Grams) = MTTKRP), by one Cholesky factorisation and triangular solves,
+// never an explicit inverse. A singular or indefinite a gets a ridge λ·I, λ
+// growing from 1e-12 of the mean diagonal by factors of 100 until the
+// factorisation succeeds; *ridge reports the λ used (0 when none was needed).
+Matrix spd_solve_right(const Matrix& a, const Matrix& rhs, double* ridge = nullptr);
 
-// Eigen-decomposition of a symmetric matrix by cyclic Jacobi rotations:
-// eigenvalues in descending order, and (when asked) the matching unit
-// eigenvectors as the columns of `vectors`.
+// Eigen-decomposition of a symmetric matrix (LAPACK's divide-and-conquer
+// dsyevd): eigenvalues in descending order, and (when asked) the matching
+// unit eigenvectors as the columns of `vectors`.
 struct SymmetricEigen {
   std::vector<double> values;
   Matrix vectors;

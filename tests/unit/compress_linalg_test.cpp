@@ -1,5 +1,5 @@
-// Double-precision helpers of the compression code: Cholesky, SPD inverse with
-// its ridge, Jacobi eigen-decomposition, the f64-accumulating GEMM.
+// Double-precision helpers of the compression code (on LAPACK/BLAS): Cholesky,
+// the SPD solve with its ridge, the symmetric eigen-decomposition, the f64 GEMM.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,15 +26,23 @@ Matrix random_spd(int64_t n, uint64_t seed, double shift) {
   return a;
 }
 
-double max_abs_diff_from_identity(const Matrix& a, const Matrix& b) {
+// max |x·a − rhs| over the entries.
+double residual(const Matrix& x, const Matrix& a, const Matrix& rhs) {
   double worst = 0;
-  for (int64_t i = 0; i < a.rows; ++i)
+  for (int64_t i = 0; i < x.rows; ++i)
     for (int64_t j = 0; j < a.cols; ++j) {
       double s = 0;
-      for (int64_t k = 0; k < a.cols; ++k) s += a(i, k) * b(k, j);
-      worst = std::max(worst, std::abs(s - (i == j ? 1.0 : 0.0)));
+      for (int64_t k = 0; k < a.rows; ++k) s += x(i, k) * a(k, j);
+      worst = std::max(worst, std::abs(s - rhs(i, j)));
     }
   return worst;
+}
+
+Matrix random_matrix(int64_t rows, int64_t cols, uint64_t seed) {
+  const Tensor t = test::random_tensor({rows, cols}, seed);
+  Matrix m(rows, cols);
+  for (size_t i = 0; i < m.v.size(); ++i) m.v[i] = t.data<float>()[i];
+  return m;
 }
 
 }  // namespace
@@ -59,32 +67,40 @@ TEST(CompressLinalg, CholeskyRefusesAnIndefiniteMatrix) {
   EXPECT_FALSE(cholesky(a, l));
 }
 
-TEST(CompressLinalg, SpdInverseOfAWellConditionedMatrix) {
-  const Matrix a = random_spd(40, 2, 1.0);  // small: the serial path (threads start above 128)
+TEST(CompressLinalg, SpdSolveOfAWellConditionedMatrix) {
+  const Matrix a = random_spd(40, 2, 1.0), rhs = random_matrix(7, 40, 12);
   double ridge = -1;
-  const Matrix inv = spd_inverse(a, &ridge);
+  const Matrix x = spd_solve_right(a, rhs, &ridge);
   EXPECT_EQ(ridge, 0.0);
-  EXPECT_LT(max_abs_diff_from_identity(a, inv), 1e-10);
+  ASSERT_EQ(x.rows, 7);
+  ASSERT_EQ(x.cols, 40);
+  EXPECT_LT(residual(x, a, rhs), 1e-9);
 }
 
-TEST(CompressLinalg, SpdInverseOfALargeMatrixUsesThreadsAndStaysExact) {
-  const Matrix a = random_spd(160, 3, 160.0);
-  const Matrix inv = spd_inverse(a);
-  EXPECT_LT(max_abs_diff_from_identity(a, inv), 1e-10);
+TEST(CompressLinalg, SpdSolveOfALargeMatrixWithManyRightHandSides) {
+  const Matrix a = random_spd(160, 3, 160.0), rhs = random_matrix(300, 160, 13);
+  EXPECT_LT(residual(spd_solve_right(a, rhs), a, rhs), 1e-9);
 }
 
-TEST(CompressLinalg, SpdInverseOfASingularMatrixAddsARidge) {
+TEST(CompressLinalg, SpdSolveOfASingularMatrixAddsARidge) {
   Matrix a(3, 3);  // rank 1: v vᵀ with v = (1, 2, 3)
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) a(i, j) = (i + 1.0) * (j + 1.0);
   double ridge = 0;
-  const Matrix inv = spd_inverse(a, &ridge);
+  const Matrix x = spd_solve_right(a, random_matrix(2, 3, 14), &ridge);
   EXPECT_GT(ridge, 0.0);
   EXPECT_LT(ridge, 1e-3);
-  for (double x : inv.v) EXPECT_TRUE(std::isfinite(x));
+  for (double v : x.v) EXPECT_TRUE(std::isfinite(v));
 }
 
-TEST(CompressLinalg, JacobiEigenDecomposesASymmetricMatrix) {
+TEST(CompressLinalg, SpdSolveRefusesNaNAndMismatchedShapes) {
+  Matrix a = random_spd(4, 5, 1.0);
+  EXPECT_THROW(spd_solve_right(a, random_matrix(2, 3, 15)), Error);
+  a(1, 1) = NAN;
+  EXPECT_THROW(spd_solve_right(a, random_matrix(2, 4, 15)), Error);
+}
+
+TEST(CompressLinalg, EigenDecomposesASymmetricMatrix) {
   Matrix a = random_spd(12, 4, 0.0);
   a(0, 0) -= 5.0;  // indefinite too
   const SymmetricEigen e = symmetric_eigen(a);
@@ -108,7 +124,7 @@ TEST(CompressLinalg, JacobiEigenDecomposesASymmetricMatrix) {
   EXPECT_NEAR(trace, sum, 1e-10);
 }
 
-TEST(CompressLinalg, JacobiFindsKnownEigenvalues) {
+TEST(CompressLinalg, EigenFindsKnownEigenvalues) {
   Matrix a(3, 3);  // [[2, 1, 0], [1, 2, 0], [0, 0, 5]]: 5, 3, 1
   a(0, 0) = a(1, 1) = 2, a(0, 1) = a(1, 0) = 1, a(2, 2) = 5;
   const SymmetricEigen e = symmetric_eigen(a, false);
@@ -116,6 +132,19 @@ TEST(CompressLinalg, JacobiFindsKnownEigenvalues) {
   EXPECT_NEAR(e.values[1], 3.0, 1e-14);
   EXPECT_NEAR(e.values[2], 1.0, 1e-14);
   EXPECT_EQ(e.vectors.rows, 0);
+}
+
+TEST(CompressLinalg, EigenOfA768MatrixIsExact) {  // the size of cmha heads / the SVD start on BERT-base
+  const Matrix a = random_spd(768, 7, 0.0);
+  const SymmetricEigen e = symmetric_eigen(a);
+  double worst = 0;  // ‖A v_j − λ_j v_j‖∞ over a few j, relative to λ_max
+  for (int64_t j : {0, 1, 383, 767})
+    for (int64_t i = 0; i < 768; ++i) {
+      double av = 0;
+      for (int64_t k = 0; k < 768; ++k) av += a(i, k) * e.vectors(k, j);
+      worst = std::max(worst, std::abs(av - e.values[j] * e.vectors(i, j)));
+    }
+  EXPECT_LT(worst / e.values[0], 1e-12);
 }
 
 TEST(CompressLinalg, GemmF64MatchesTheDefinitionThroughStrides) {
