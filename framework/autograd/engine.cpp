@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "autograd/ops.h"
+#include "backend/profile.h"
 
 namespace cmha::autograd {
 
@@ -67,6 +68,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   CMHA_CHECK(grad.shape() == root.shape(), "backward: gradient shape " + shape_str(grad.shape()) +
                                                " differs from the tensor's shape " + shape_str(root.shape()));
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  backend::ProfilePhase phase("backward");
 
   // Leaves: gradients are summed here, then added to .grad once every
   // consumer has delivered (that is when the "gradient ready" hook fires).

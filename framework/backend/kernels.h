@@ -27,6 +27,7 @@
 #include "backend/reduce.h"
 #include "backend/softmax.h"
 #include "backend/buckets.h"
+#include "backend/profile.h"
 #include <string>
 
 #include "tensor/device.h"
@@ -67,14 +68,15 @@ void require_device(Device device, const std::string& what);
 [[noreturn]] void missing_kernel(const char* entry, Device device);
 
 template <typename Fn>
-inline Fn checked_kernel(Fn fn, const char* entry, Device device) {
+inline ProfiledKernel<Fn> checked_kernel(Fn fn, const char* entry, Device device) {
   if (fn == nullptr) missing_kernel(entry, device);
-  return fn;
+  return {fn, entry};
 }
 
 }  // namespace cmha::backend
 
-// CMHA_KERNEL(device, family.entry) -> the function pointer, never null.
+// CMHA_KERNEL(device, family.entry) -> the entry's function (never null), timed
+// when the kernel profile is on (backend/profile.h).
 #define CMHA_KERNEL(device, entry)                                                               \
   ([](::cmha::Device cmha_kernel_device_) {                                                      \
     return ::cmha::backend::checked_kernel(::cmha::backend::kernel_table(cmha_kernel_device_).entry, \

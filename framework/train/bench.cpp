@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/profile.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train/gradient_buckets.h"
@@ -38,7 +39,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
-                                   dist::Communicator& comm) {
+                                   dist::Communicator& comm, bool profile) {
   CMHA_CHECK(recipe.string("model.kind") == "transformer",
              "cmha bench times the encoder-decoder transformer; this recipe's model.kind is '" +
                  recipe.string("model.kind") + "'");
@@ -80,7 +81,12 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   r.target_tokens = B * (T - 1) * comm.size();
   std::vector<double> exchange_ms;
   const bool bf16 = recipe.boolean("train.bf16");
+  double timed_seconds = 0;
   for (int i = 0; i < warmup + steps; ++i) {
+    if (profile && i == warmup) {
+      backend::reset_profile();
+      backend::set_profiling(true);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
@@ -89,16 +95,27 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     buckets.arm();
     loss.backward();
     const double exposed_before = buckets.exposed_seconds();
-    buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many tokens: the mean of means
-    optimizer->step();
+    {
+      backend::ProfilePhase phase("exchange");
+      buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many tokens: the mean of means
+    }
+    {
+      backend::ProfilePhase phase("optimizer");
+      optimizer->step();
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const float l = loss.item();
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
     if (i >= warmup) {
+      timed_seconds += ms / 1000.0;
       r.step_ms.push_back(ms);
       exchange_ms.push_back(1000.0 * (buckets.exposed_seconds() - exposed_before));
     }
+  }
+  if (profile) {
+    backend::set_profiling(false);
+    r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   }
   r.step_ms_median = median(r.step_ms);
   r.exchange_ms_median = comm.size() > 1 ? median(exchange_ms) : 0.0;

@@ -21,6 +21,7 @@ struct BenchResult {
   double tokens_per_s = 0;      // target tokens / median step time
   double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
+  std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
   std::string json(const std::string& recipe_name) const;
 };
 
@@ -28,7 +29,9 @@ struct BenchResult {
 // with bench.batch_size × bench.src_len source and × bench.tgt_len target tokens
 // on every rank of `comm`, gradients exchanged as `cmha train` does
 // (train.dist_bucket_mb, train.dist_overlap); the result is rank 0's timing.
+// With `profile`, every kernel of the timed steps is timed too (the steps are
+// then slightly slower: a clock read per kernel call).
 BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
-                                   dist::Communicator& comm);
+                                   dist::Communicator& comm, bool profile = false);
 
 }  // namespace cmha::train

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/profile.h"
 #include "nn/attention/registry.h"
 #include "optim/clip.h"
 #include "optim/ema.h"
@@ -285,6 +287,7 @@ struct Trainer::Impl {
   }
 
   std::map<std::string, double> validate() {
+    backend::ProfilePhase phase("validate");
     auto m = task.validate();
     // The mean over ranks: every rank then takes the same best/early-stopping decisions.
     std::vector<double> values;
@@ -343,6 +346,12 @@ TrainSummary Trainer::run() {
                  s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
                  s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
   const bool tty = isatty(2);
+  // CMHA_PROFILE=1: time every kernel of this run and print the table at its end.
+  const bool profile = std::getenv("CMHA_PROFILE") && std::string(std::getenv("CMHA_PROFILE")) != "0";
+  if (profile) {
+    backend::reset_profile();
+    backend::set_profiling(true);
+  }
   const auto t_start = std::chrono::steady_clock::now();
   auto t_window = t_start;
   double window_loss = 0, window_units = 0, window_correct = 0, gnorm = 0;
@@ -388,11 +397,17 @@ TrainSummary Trainer::run() {
     const bool stop_here = s.hooks.stop_requested && s.hooks.stop_requested();
     double totals[4] = {loss, units, correct, stop_here ? 1.0 : 0.0};
     s.comm.all_reduce(totals, 4, dist::ReduceOp::sum);
-    s.buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
+    {
+      backend::ProfilePhase phase("exchange");  // the gradient all-reduce left after backward, and the scaling
+      s.buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
+    }
     const bool stop = totals[3] > 0;
     std::vector<Tensor> ps;
     for (auto& [n, p] : s.params) ps.push_back(p);
-    gnorm = s.clip_norm > 0 ? optim::clip_grad_norm(ps, s.clip_norm) : optim::grad_norm(ps);
+    {
+      backend::ProfilePhase phase("optimizer");
+      gnorm = s.clip_norm > 0 ? optim::clip_grad_norm(ps, s.clip_norm) : optim::grad_norm(ps);
+    }
     if (!std::isfinite(totals[0]) || !std::isfinite(gnorm)) {
       ++s.skipped;
       ++s.nonfinite_in_row;
@@ -407,8 +422,11 @@ TrainSummary Trainer::run() {
     s.nonfinite_in_row = 0;
     const double lr = s.schedule->lr_at(s.update, static_cast<double>(s.update) / static_cast<double>(per_epoch));
     s.optimizer->set_lr(lr);
-    s.optimizer->step();
-    if (s.ema) s.ema->update();
+    {
+      backend::ProfilePhase phase("optimizer");
+      s.optimizer->step();
+      if (s.ema) s.ema->update();
+    }
     ++s.update;
     window_loss += totals[0];
     window_units += totals[1];
@@ -458,6 +476,12 @@ TrainSummary Trainer::run() {
   if (tty && s.comm.is_main()) std::fprintf(stderr, "\n");
   if (!summary.interrupted && !summary.early_stopped && s.saved_update != s.update)
     s.save(checkpoint_name(s.update));  // the final state, when the run stopped between epochs
+  if (profile && s.comm.is_main()) {
+    backend::set_profiling(false);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    std::fprintf(stderr, "kernel profile (CMHA_PROFILE), per update:\n%s",
+                 backend::profile_table(backend::profile_rows(), wall, s.update - first_update).c_str());
+  }
   summary.updates = s.update;
   summary.epochs = s.epoch;
   summary.skipped_updates = s.skipped;
