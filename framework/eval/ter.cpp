@@ -264,6 +264,12 @@ TerScore corpus_ter(const std::vector<std::string>& hyps, const std::vector<std:
                    " has " + std::to_string(ref_streams[r].size()) + " segments");
   TerScore s;
   for (size_t i = 0; i < hyps.size(); ++i) {
+    CMHA_CHECK(detail::find_invalid_utf8(hyps[i]) == std::string_view::npos,
+               "TER: hypothesis segment " + std::to_string(i + 1) + " is not valid UTF-8");
+    for (size_t r = 0; r < ref_streams.size(); ++r)
+      CMHA_CHECK(detail::find_invalid_utf8(ref_streams[r][i]) == std::string_view::npos,
+                 "TER: segment " + std::to_string(i + 1) + " of reference stream " + std::to_string(r + 1) +
+                     " is not valid UTF-8");
     WordIds ids;
     const Words hyp = ids(ter_tokenize(hyps[i], options));
     int64_t best = kInfinity, ref_lengths = 0;
