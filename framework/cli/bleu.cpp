@@ -1,78 +1,183 @@
-// cmha bleu --ref R [--hyp H]: corpus BLEU of hypotheses (a file, or standard
-// input as `sacrebleu R < H`) against a reference file, number for number as
-// sacreBLEU 2.6.0.
+// cmha bleu REF... [-i HYP]: corpus BLEU, chrF and TER of one system's
+// hypotheses (a file, or standard input as `sacrebleu REF < HYP`), with
+// sacreBLEU 2.6.0's options, numbers, signatures and output formats.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <vector>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "eval/bleu.h"
+#include "eval/chrf.h"
+#include "eval/metric_score.h"
+#include "eval/ter.h"
 #include "tensor/error.h"
 
 namespace cmha::cli {
 
 namespace {
-const char* kBleuUsage =
-    "usage: cmha bleu --ref REF [--hyp HYP] [--tokenize 13a|intl|none] [--lowercase]\n"
-    "                 [--compound-split] [--width N] [--score-only]\n"
-    "\n"
-    "Scores detokenised hypotheses (one segment per line) against one reference\n"
-    "file of the same length, as sacreBLEU 2.6.0 does, and prints sacreBLEU's\n"
-    "text line: BLEU|<signature> = score 1/2/3/4-gram precisions (BP ...).\n"
-    "\n"
-    "options:\n"
-    "  --ref REF         the reference translations\n"
-    "  --hyp HYP         the hypotheses (default: standard input, e.g. from cmha translate)\n"
-    "  --tokenize T      13a (default, mteval-v13a), intl (mteval-v14) or none\n"
-    "  --lowercase       lowercase both sides first (signature case:lc)\n"
-    "  --compound-split  split hyphenated compounds as ##AT##-##AT## on both sides (the\n"
-    "                    tensor2tensor/fairseq WMT14 EN-DE convention; not sacreBLEU's)\n"
-    "  --width N         decimals of the score (default 2)\n"
-    "  --score-only      print only the score\n"
-    "  -h, --help        show this help\n";
+
+// sacreBLEU's options with a one-dash name longer than one letter, which
+// CLI11 cannot declare: spelled as their long names before parsing.
+const std::map<std::string, std::string> kSacrebleuAliases = {
+    {"-tok", "--tokenize"},        {"-lc", "--lowercase"},        {"-sv", "--smooth-value"},
+    {"-cc", "--chrf-char-order"},  {"-cw", "--chrf-word-order"},  {"-nc", "--no-color"},
+};
+
+// Warnings sacreBLEU would not print but a person wants to see; -q silences them.
+void warn_about_input(const eval::MetricInput& in, const std::vector<std::string>& ref_paths, bool bleu, bool force) {
+  for (size_t r = 0; r < in.refs.size(); ++r) {
+    size_t empty = 0, first = 0;
+    for (size_t i = 0; i < in.refs[r].size(); ++i)
+      if (in.refs[r][i].empty() && empty++ == 0) first = i + 1;
+    if (empty > 0)
+      std::fprintf(stderr,
+                   "cmha bleu: reference '%s' has %zu empty line%s (the first is line %zu), scored as references "
+                   "without words, as sacreBLEU does\n",
+                   ref_paths[r].c_str(), empty, empty == 1 ? "" : "s", first);
+  }
+  // sacreBLEU's check for tokenized input (BLEU only; --force silences it).
+  size_t tokenized = 0;
+  for (const std::string& h : in.hyps) tokenized += h.size() >= 2 && h.compare(h.size() - 2, 2, " .") == 0;
+  if (bleu && !force && tokenized >= 100)
+    std::fprintf(stderr,
+                 "cmha bleu: %zu hypotheses end in a tokenized period (' .'): BLEU expects detokenized text "
+                 "(--force silences this)\n",
+                 tokenized);
+}
+
 }  // namespace
 
-int bleu_command(const Args& args) {
-  std::string ref, hyp = "-";
-  eval::BleuOptions opt;
-  long long width = 2;
-  bool score_only = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kBleuUsage, stdout);
-      return 0;
-    }
-    if (a == "--ref" || a == "-r") {
-      ref = option_value(args, i, "bleu");
-    } else if (a == "--hyp" || a == "-i") {
-      hyp = option_value(args, i, "bleu");
-    } else if (a == "--tokenize" || a == "-tok") {
-      opt.tokenize = option_value(args, i, "bleu");
-      CMHA_CHECK(opt.tokenize == "13a" || opt.tokenize == "intl" || opt.tokenize == "none",
-                 "option '--tokenize' needs 13a, intl or none, not '" + opt.tokenize + "'");
-    } else if (a == "--lowercase" || a == "-lc") {
-      opt.lowercase = true;
-    } else if (a == "--compound-split") {
-      opt.compound_split = true;
-    } else if (a == "--width" || a == "-w") {
-      width = parse_int(option_value(args, i, "bleu"), a, 0, 10);
-    } else if (a == "--score-only" || a == "-b") {
-      score_only = true;
-    } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option '" + a + "' for 'cmha bleu' (try 'cmha bleu --help')");
-    } else {
-      throw Error("cmha bleu takes its files as --ref REF and --hyp HYP, not '" + a + "' (try 'cmha bleu --help')");
-    }
+int bleu_command(const Args& raw_args) {
+  Args args;
+  for (const std::string& a : raw_args) {
+    const auto alias = kSacrebleuAliases.find(a);
+    args.push_back(alias == kSacrebleuAliases.end() ? a : alias->second);
+    CMHA_CHECK(a != "--ref" && a != "--hyp",
+               "cmha bleu takes its arguments as sacreBLEU does: the reference files first, then -i HYP (or the "
+               "hypotheses on standard input), not '" + a + "' (see 'cmha bleu --help')");
   }
-  CMHA_CHECK(!ref.empty(), "cmha bleu needs --ref REF, the reference translations (try 'cmha bleu --help')");
-  // Standard input is read through its /dev path, so the file reader and its errors are the same.
-  const eval::BleuScore s = eval::corpus_bleu_files(hyp == "-" ? "/dev/stdin" : hyp, ref, opt);
-  const std::string line = s.format(static_cast<int>(width));  // "BLEU = 53.03 ..."
-  if (score_only) {
-    std::printf("%s\n", line.substr(7, line.find(' ', 7) - 7).c_str());
-  } else {
-    std::printf("BLEU|%s%s\n", s.signature.c_str(), line.substr(4).c_str());
+
+  std::vector<std::string> refs, inputs, metrics = {"bleu"};
+  std::string format = "text";
+  int width = 2;
+  bool score_only = false, quiet = false, force = false, no_color = false;
+  eval::BleuOptions bleu;
+  double smooth_value = -1.0;
+  eval::ChrfOptions chrf;
+  eval::TerOptions ter;
+
+  CommandLine cl("bleu",
+                 "Scores one system's detokenized hypotheses (one segment per line) against one or more\n"
+                 "reference files of the same length with BLEU, chrF/chrF++ and TER, as sacreBLEU 2.6.0 does:\n"
+                 "the same options, the same numbers (to the last printed digit), signatures and output.\n"
+                 "  cmha bleu REF [REF ...] -i HYP [-m bleu chrf ter] [-f json] [-w N]\n"
+                 "  cmha translate MODEL < src | cmha bleu REF\n"
+                 "Unlike sacreBLEU, the default output is the text line with 2 decimals (sacreBLEU's is\n"
+                 "JSON with 1: -f json -w 1). A signature's version reads cmha-<version>+sacreBLEU-2.6.0:\n"
+                 "cmha's version, and the sacreBLEU release it reproduces. Not available: test-set downloads\n"
+                 "(-t), several systems, sentence-level scores, confidence intervals and paired tests,\n"
+                 "tab-separated references (--num-refs), short signatures, and the zh, ja-mecab, ko-mecab,\n"
+                 "spm and flores tokenizers.");
+  CLI::App& app = cl.app();
+  app.add_option("refs", refs, "the reference files, each line the reference of the same hypothesis line")
+      ->type_name("REF");
+  app.add_option("-i,--input", inputs, "the hypotheses (default: standard input); give the references before it")
+      ->type_name("HYP");
+  app.add_option("-m,--metrics", metrics, "the metrics to compute, printed in the order BLEU, chrF, TER")
+      ->check(CLI::IsMember({"bleu", "chrf", "ter"}))
+      ->capture_default_str()
+      ->type_name("METRIC");
+  app.add_option("-f,--format", format, "text: sacreBLEU's line per metric; json: its JSON objects")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("-w,--width", width, "decimals of the scores")->check(CLI::Range(0, 15))->capture_default_str();
+  app.add_flag("-b,--score-only", score_only, "print only the scores");
+  app.add_flag("-q,--quiet", quiet, "no warnings (empty reference lines, tokenized-looking input)");
+  app.add_flag("--no-color", no_color, "accepted for sacreBLEU's sake (also -nc); cmha prints no colours");
+
+  app.add_option("--tokenize", bleu.tokenize, "BLEU's tokenizer (also -tok): 13a (mteval-v13a), intl (mteval-v14), "
+                                              "char or none")
+      ->check(CLI::IsMember({"13a", "intl", "char", "none"}))
+      ->capture_default_str()
+      ->group("BLEU");
+  app.add_flag("--lowercase", bleu.lowercase, "BLEU lowercases both sides first (also -lc; signature case:lc)")
+      ->group("BLEU");
+  app.add_option("-s,--smooth-method", bleu.smooth, "BLEU's smoothing: exp, floor, add-k or none")
+      ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}))
+      ->capture_default_str()
+      ->group("BLEU");
+  app.add_option("--smooth-value", smooth_value, "the value of floor (default 0.1) and add-k (default 1) (also -sv)")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("V")
+      ->group("BLEU");
+  app.add_flag("--force", force, "no warning for hypotheses that look tokenized")->group("BLEU");
+  app.add_flag("--compound-split", bleu.compound_split,
+               "split hyphenated compounds as ##AT##-##AT## on both sides (the tensor2tensor/fairseq WMT14 "
+               "EN-DE convention; not sacreBLEU's; signature tok:13a+compound)")
+      ->group("BLEU");
+
+  app.add_option("--chrf-char-order", chrf.char_order, "character n-gram order (also -cc)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str()
+      ->group("chrF");
+  app.add_option("--chrf-word-order", chrf.word_order, "word n-gram order (also -cw); 2 is chrF++")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str()
+      ->group("chrF");
+  app.add_option("--chrf-beta", chrf.beta, "recall weighs beta times as much as precision")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str()
+      ->group("chrF");
+  app.add_flag("--chrf-whitespace", chrf.whitespace, "spaces count as characters")->group("chrF");
+  app.add_flag("--chrf-lowercase", chrf.lowercase, "chrF lowercases both sides first")->group("chrF");
+  app.add_flag("--chrf-eps-smoothing", chrf.eps_smoothing,
+               "the mean F-score of all orders with epsilon smoothing (chrF++.py, NLTK, Moses) instead of the "
+               "F-score of the orders that occur")
+      ->group("chrF");
+
+  app.add_flag("--ter-case-sensitive", ter.case_sensitive, "TER keeps case (by default it lowercases)")
+      ->group("TER (defaults as Tercom's)");
+  app.add_flag("--ter-normalized", ter.normalized, "Tercom's normalisation: entities decoded, punctuation split off")
+      ->group("TER (defaults as Tercom's)");
+  app.add_flag("--ter-no-punct", ter.no_punct, "remove the punctuation . , ? : ; ! \" ( )")
+      ->group("TER (defaults as Tercom's)");
+  app.add_flag("--ter-asian-support", ter.asian_support,
+               "with --ter-normalized, CJK characters one word each; with --ter-no-punct, CJK and full-width "
+               "punctuation removed too")
+      ->group("TER (defaults as Tercom's)");
+  if (!cl.parse(args)) return 0;
+
+  CMHA_CHECK(inputs.size() <= 1,
+             "cmha bleu scores one system: -i takes one hypothesis file, not " + std::to_string(inputs.size()) +
+                 " (the reference files go before -i, as in sacreBLEU)");
+  CMHA_CHECK(!refs.empty(), "cmha bleu needs the reference files: cmha bleu REF [REF ...] -i HYP (see 'cmha bleu --help')");
+  CMHA_CHECK(chrf.char_order + chrf.word_order > 0,
+             "--chrf-char-order and --chrf-word-order cannot both be 0");
+  if (smooth_value >= 0.0) bleu.smooth_value = smooth_value;
+
+  const std::string hyp_path = inputs.empty() ? "-" : inputs[0];
+  const eval::MetricInput in = eval::read_metric_input(hyp_path, refs);
+  CMHA_CHECK(!in.hyps.empty(), (hyp_path == "-" ? std::string("standard input") : "hypothesis file '" + hyp_path + "'") +
+                                   " holds no hypotheses: nothing to score");
+  if (hyp_path == "-") {
+    for (size_t i = 0; i < in.hyps.size(); ++i)
+      CMHA_CHECK(in.hyps[i].find('\t') == std::string::npos,
+                 "standard input line " + std::to_string(i + 1) +
+                     " holds a tab: sacreBLEU reads tab-separated columns on standard input as several systems, "
+                     "which cmha bleu does not score; give the file with -i HYP");
   }
+  const auto wants = [&](const char* m) { return std::find(metrics.begin(), metrics.end(), m) != metrics.end(); };
+  if (!quiet) warn_about_input(in, refs, wants("bleu"), force);
+
+  std::vector<eval::MetricScore> scores;
+  if (wants("bleu")) scores.push_back(eval::corpus_bleu_multi(in.hyps, in.refs, bleu).result());
+  if (wants("chrf")) scores.push_back(eval::corpus_chrf(in.hyps, in.refs, chrf).result());
+  if (wants("ter")) scores.push_back(eval::corpus_ter(in.hyps, in.refs, ter).result());
+  const std::string out = format == "json" ? eval::format_results_json(scores, width, score_only)
+                                           : eval::format_results_text(scores, width, score_only);
+  std::printf("%s\n", out.c_str());
   return 0;
 }
 

@@ -49,7 +49,7 @@ const Command kCommands[] = {
     {"eval", eval_command, "top-1/top-5 accuracy and loss of an image classifier checkpoint"},
     {"translate", translate_command, "translate text with a transformer checkpoint (beam search)"},
     {"score", score_command, "log-probability of each reference translation under a checkpoint"},
-    {"bleu", bleu_command, "corpus BLEU of a hypothesis file against a reference, as sacreBLEU"},
+    {"bleu", bleu_command, "BLEU, chrF and TER of hypotheses against references, as sacreBLEU 2.6.0"},
     {"average", average_command, "average the weights of several checkpoints"},
     {"compress", compress_command, "turn concat attention into collaborative attention by CP decomposition"},
     {"heads", heads_command, "energy of the principal components of each layer's query/key projections (PNG)"},

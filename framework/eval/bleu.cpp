@@ -1,19 +1,13 @@
 // Corpus BLEU as sacreBLEU 2.6.0 computes it: segment statistics, the
-// corpus score with its smoothing and brevity penalty, the signature, the
-// file reader, and Python's notion of whitespace. (UTF-8 coding lives in
-// tokenizer_intl.cpp with the other Unicode pieces.)
+// corpus score with its smoothing and brevity penalty, the signature, and
+// Python's notion of whitespace. (UTF-8 coding lives in tokenizer_intl.cpp
+// with the other Unicode pieces.)
 #include "eval/bleu.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <set>
 #include <unordered_map>
 
 #include "tensor/error.h"
@@ -57,16 +51,16 @@ std::u32string_view py_rstrip(std::u32string_view s) {
 namespace {
 
 constexpr int kMaxOrder = 4;
-constexpr const char* kSacrebleuVersion = "2.6.0";
 
-enum class Tok { k13a, kIntl, kNone };
+enum class Tok { k13a, kIntl, kChar, kNone };
 enum class Smooth { kExp, kFloor, kAddK, kNone };
 
 Tok parse_tokenizer(const std::string& name) {
   if (name == "13a") return Tok::k13a;
   if (name == "intl") return Tok::kIntl;
+  if (name == "char") return Tok::kChar;
   if (name == "none") return Tok::kNone;
-  throw Error("unknown BLEU tokenizer '" + name + "' (expected 13a, intl or none)");
+  throw Error("unknown BLEU tokenizer '" + name + "' (expected 13a, intl, char or none)");
 }
 
 Smooth parse_smooth(const std::string& name) {
@@ -92,12 +86,27 @@ void check_utf8(const std::string& s, const std::string& what, size_t index) {
               std::to_string(bad + 1) + ")");
 }
 
+// sacreBLEU's "char" tokenizer, " ".join(line): every character apart.
+std::u32string tokenize_char_raw(std::u32string_view line) {
+  std::u32string out;
+  for (const char32_t c : line) {
+    if (!out.empty()) out.push_back(U' ');
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::u32string tokenize_raw(std::u32string text, Tok tok) {
+  if (tok == Tok::k13a) return detail::tokenize_13a_raw(std::move(text));
+  if (tok == Tok::kIntl) return detail::tokenize_intl_raw(text);
+  if (tok == Tok::kChar) return tokenize_char_raw(text);
+  return text;
+}
+
 // A segment as tokens, after lowercasing, stripping and tokenizing.
 std::vector<std::string> segment_tokens(const std::string& line, Tok tok, const BleuOptions& o) {
   std::u32string text = detail::decode_utf8(o.lowercase ? unicode_lower(line) : line);
-  text = std::u32string(detail::py_rstrip(text));
-  if (tok == Tok::k13a) text = detail::tokenize_13a_raw(std::move(text));
-  else if (tok == Tok::kIntl) text = detail::tokenize_intl_raw(text);
+  text = tokenize_raw(std::u32string(detail::py_rstrip(text)), tok);
   std::vector<std::u32string> parts = detail::py_split(text);
   if (o.compound_split) {
     std::u32string joined;
@@ -193,9 +202,8 @@ void compute_score(BleuScore& s, Smooth smooth, double smooth_value, bool effect
 
 }  // namespace
 
-std::string BleuScore::format(int width) const {
-  const std::string w = "%." + std::to_string(width < 0 ? 0 : width) + "f";
-  std::string out = "BLEU = " + fmt(w.c_str(), score) + " ";
+std::string BleuScore::verbose() const {
+  std::string out;
   for (int n = 0; n < kMaxOrder; ++n) {
     if (n) out += '/';
     out += fmt("%.1f", precisions[n]);
@@ -205,6 +213,8 @@ std::string BleuScore::format(int width) const {
          " ref_len = " + std::to_string(ref_len) + ")";
   return out;
 }
+
+MetricScore BleuScore::result() const { return {"BLEU", score, signature, verbose()}; }
 
 BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
                             const std::vector<std::vector<std::string>>& ref_streams,
@@ -219,14 +229,12 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
   const bool multi = ref_streams.size() > 1;
 
   BleuScore s;
-  std::set<size_t> refs_per_segment;
   for (size_t i = 0; i < hyps.size(); ++i) {
     // References of this segment: n-gram counts as the maximum over them.
     NgramCounts ref_counts;
     std::vector<int64_t> ref_lens;
     for (size_t r = 0; r < ref_streams.size(); ++r) {
       const std::string& ref = ref_streams[r][i];
-      if (ref.empty()) continue;
       check_utf8(ref, multi ? "reference stream " + std::to_string(r + 1) + " segment" : "reference segment", i);
       const std::vector<std::string> tokens = segment_tokens(ref, tok, options);
       ref_lens.push_back(static_cast<int64_t>(tokens.size()));
@@ -235,9 +243,6 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
         if (count > slot) slot = count;
       }
     }
-    CMHA_CHECK(!ref_lens.empty(), "BLEU: reference segment " + std::to_string(i + 1) +
-                                      " is empty (sacreBLEU rejects empty references)");
-    refs_per_segment.insert(ref_lens.size());
 
     check_utf8(hyps[i], "hypothesis segment", i);
     const std::vector<std::string> hyp_tokens = segment_tokens(hyps[i], tok, options);
@@ -269,12 +274,11 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
   }
   compute_score(s, smooth, smooth_value, options.effective_order);
 
-  std::string nrefs = std::to_string(ref_streams.size());
-  if (refs_per_segment.size() == 1) nrefs = std::to_string(*refs_per_segment.begin());
-  else if (refs_per_segment.size() > 1) nrefs = "var";
-  s.signature = "nrefs:" + nrefs + "|case:" + (options.lowercase ? "lc" : "mixed") +
-                "|eff:" + (options.effective_order ? "yes" : "no") + "|tok:" + options.tokenize +
-                (options.compound_split ? "+compound" : "") + "|smooth:" + smooth_sig + "|version:" + kSacrebleuVersion;
+  s.signature = make_signature({{"nrefs", std::to_string(ref_streams.size())},
+                                 {"case", options.lowercase ? "lc" : "mixed"},
+                                 {"eff", options.effective_order ? "yes" : "no"},
+                                 {"tok", options.tokenize + (options.compound_split ? "+compound" : "")},
+                                 {"smooth", smooth_sig}});
   return s;
 }
 
@@ -285,45 +289,9 @@ BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<st
   return corpus_bleu_multi(hyps, {refs}, options);
 }
 
-std::vector<std::string> read_segments(const std::string& path, const std::string& role) {
-  std::error_code ec;
-  CMHA_CHECK(!std::filesystem::is_directory(path, ec), role + " '" + path + "' is a directory, not a text file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + role + " '" + path + "': " + std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CMHA_CHECK(!in.bad(), "cannot read " + role + " '" + path + "'");
-
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + start, end - start);
-    const size_t bad = detail::find_invalid_utf8(line);
-    if (bad != std::string_view::npos) {
-      char byte[8];
-      std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(line[bad]));
-      throw Error(role + " '" + path + "' line " + std::to_string(lines.size() + 1) + " is not valid UTF-8 (byte " +
-                  byte + " at byte " + std::to_string(bad + 1) + " of the line)");
-    }
-    // sacreBLEU strips each line's trailing whitespace as it reads it.
-    const std::u32string decoded = detail::decode_utf8(line);
-    lines.push_back(detail::encode_utf8(detail::py_rstrip(decoded)));
-    start = end + 1;
-  }
-  return lines;
-}
-
 BleuScore corpus_bleu_files(const std::string& hyp_path, const std::string& ref_path, const BleuOptions& options) {
-  const std::vector<std::string> hyps = read_segments(hyp_path, "hypothesis file");
-  const std::vector<std::string> refs = read_segments(ref_path, "reference");
-  CMHA_CHECK(hyps.size() == refs.size(), "hypothesis file '" + hyp_path + "' has " + std::to_string(hyps.size()) +
-                                             " lines but reference '" + ref_path + "' has " +
-                                             std::to_string(refs.size()));
-  for (size_t i = 0; i < refs.size(); ++i)
-    CMHA_CHECK(!refs[i].empty(), "reference '" + ref_path + "' line " + std::to_string(i + 1) +
-                                     " is empty (sacreBLEU rejects empty references)");
-  return corpus_bleu(hyps, refs, options);
+  const MetricInput in = read_metric_input(hyp_path, {ref_path});
+  return corpus_bleu(in.hyps, in.refs[0], options);
 }
 
 std::string bleu_tokenize(std::string_view line, const std::string& name) {
@@ -332,10 +300,8 @@ std::string bleu_tokenize(std::string_view line, const std::string& name) {
   CMHA_CHECK(bad == std::string_view::npos,
              "bleu_tokenize: input is not valid UTF-8 (at byte offset " + std::to_string(bad) + ")");
   if (tok == Tok::kNone) return std::string(line);
-  std::u32string text = detail::decode_utf8(line);
-  text = tok == Tok::k13a ? detail::tokenize_13a_raw(std::move(text)) : detail::tokenize_intl_raw(text);
   std::u32string joined;
-  for (const auto& part : detail::py_split(text)) {
+  for (const auto& part : detail::py_split(tokenize_raw(detail::decode_utf8(line), tok))) {
     if (!joined.empty()) joined.push_back(U' ');
     joined += part;
   }

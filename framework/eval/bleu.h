@@ -1,6 +1,6 @@
 #pragma once
 // Corpus BLEU (Papineni et al., 2002) that reproduces sacreBLEU 2.6.0
-// (Post, 2018) number for number: its tokenizers (13a, intl, none), its
+// (Post, 2018) number for number: its tokenizers (13a, intl, char, none), its
 // optional Unicode lowercasing, its n-gram clipping, brevity penalty,
 // smoothing methods and signature string.
 //
@@ -21,11 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "eval/metric_score.h"
+
 namespace cmha::eval {
 
 struct BleuOptions {
   // "13a" (mteval-v13a, sacreBLEU's default), "intl" (mteval-v14
-  // international: Unicode punctuation and symbols) or "none".
+  // international: Unicode punctuation and symbols), "char" (every
+  // character a token) or "none".
   std::string tokenize = "13a";
   // Lowercase both sides first (sacreBLEU --lowercase; signature case:lc).
   bool lowercase = false;
@@ -52,44 +55,40 @@ struct BleuScore {
   int64_t sys_len = 0;                        // hypothesis tokens
   int64_t ref_len = 0;                        // closest reference tokens
   double bp = 1.0;                            // brevity penalty
-  // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+  // "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:cmha-0.1.0+sacreBLEU-2.6.0"
   std::string signature;
 
-  // sacreBLEU's one-line summary, e.g.
-  // "BLEU = 53.03 93.0/77.2/65.1/55.2 (BP = 0.744 ratio = 0.772 hyp_len = 3665 ref_len = 4748)";
-  // `width` is the number of decimals of the score (sacreBLEU's --width).
-  std::string format(int width = 2) const;
+  // What sacreBLEU prints after the score:
+  // "93.0/77.2/65.1/55.2 (BP = 0.744 ratio = 0.772 hyp_len = 3665 ref_len = 4748)".
+  std::string verbose() const;
+  // The score as every metric reports it; result().text(2) is sacreBLEU's line
+  // "BLEU|nrefs:1|...|version:... = 53.03 93.0/77.2/65.1/55.2 (BP = ...)".
+  MetricScore result() const;
 };
 
 // Corpus BLEU of hypotheses against one reference stream (same length).
-// Strings must be UTF-8. An empty reference segment is an error, as in
-// sacreBLEU; an empty corpus scores 0 with BP 1.
+// Strings must be UTF-8. An empty reference segment is a reference of no
+// words, as sacreBLEU's command line scores an empty line; an empty corpus
+// scores 0 with BP 1.
 BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,
                       const BleuOptions& options = {});
 
-// Several reference streams, each as long as `hyps`. An empty string stands
-// for "no reference for this segment" (at least one per segment is needed);
-// when the number of references varies the signature says nrefs:var.
+// Several reference streams, each as long as `hyps`: the n-gram counts clip
+// against the maximum over a segment's references, and its closest reference
+// length counts (the shorter one on a tie).
 BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
                             const std::vector<std::vector<std::string>>& ref_streams,
                             const BleuOptions& options = {});
 
-// Reads a UTF-8 text file as sacreBLEU's command line does: one segment per
-// '\n'-terminated line (a last line without '\n' counts), trailing
-// whitespace (including '\r') stripped. `role` names the file in errors
-// ("hypothesis file", "reference"): a file that cannot be opened, or a line
-// that is not valid UTF-8 (named by number), is a cmha::Error.
-std::vector<std::string> read_segments(const std::string& path, const std::string& role);
-
-// Scores a hypothesis file against a reference file, with errors naming both
-// files when their line counts differ.
+// Scores a hypothesis file against a reference file (read_metric_input),
+// with errors naming both files when their line counts differ.
 BleuScore corpus_bleu_files(const std::string& hyp_path, const std::string& ref_path,
                             const BleuOptions& options = {});
 
 // --- The pieces, exposed for tests and for other metrics -------------------
 
-// sacreBLEU's tokenizer `name` ("13a", "intl", "none") on one UTF-8 line:
-// its tokens joined by single spaces ("none" returns the line unchanged).
+// sacreBLEU's tokenizer `name` ("13a", "intl", "char", "none") on one UTF-8
+// line: its tokens joined by single spaces ("none" returns the line unchanged).
 std::string bleu_tokenize(std::string_view line, const std::string& name);
 
 // The ##AT## compound split on already tokenized text (see BleuOptions).

@@ -335,12 +335,15 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   std::fprintf(stderr, "eval: %zu test sentences of %s translated (beam %lld, lenpen %g) into %s in %.1f s\n",
                hyps.size(), test.source_path.c_str(), static_cast<long long>(final_.beam), final_.lenpen,
                hyp_path.c_str(), seconds);
-  std::fprintf(stderr, "eval: BLEU|%s = %s\n", sacre.signature.c_str(), sacre.format().c_str());
-  std::fprintf(stderr, "eval: tokenized BLEU with compound splitting (%s) = %s\n", tokenized.signature.c_str(),
-               tokenized.format().c_str());
+  // The lines `cmha bleu REF -i HYP` prints (without and with --compound-split -s none).
+  const std::string sacre_line = sacre.result().text();
+  const std::string tokenized_line = tokenized.result().text();
+  std::fprintf(stderr, "eval: %s\n", sacre_line.c_str());
+  std::fprintf(stderr, "eval: tokenized BLEU with compound splitting: %s\n", tokenized_line.c_str());
   return {{"bleu", sacre.score},
           {"bleu_compound", tokenized.score},
-          {"bleu_line", "BLEU|" + sacre.signature + " = " + sacre.format()},
+          {"bleu_line", sacre_line},
+          {"bleu_compound_line", tokenized_line},
           {"test_sentences", hyps.size()},
           {"test_source", test.source_path},
           {"checkpoints_averaged", paths.size()},

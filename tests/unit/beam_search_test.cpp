@@ -1,5 +1,5 @@
 // Beam search and greedy decoding (eval/beam_search), the translator
-// (eval/translator) and the `cmha translate` / `cmha bleu` commands.
+// (eval/translator) and the `cmha translate` command (`cmha bleu`: bleu_cli_test.cpp).
 #include <gtest/gtest.h>
 #include <sentencepiece_trainer.h>
 #include <sys/wait.h>
@@ -15,7 +15,6 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "eval/beam_search.h"
-#include "eval/bleu.h"
 #include "train/translator.h"
 #include "support/check.h"
 #include "support/files.h"
@@ -666,55 +665,5 @@ TEST(TranslateCommand, ErrorsAreOneSentence) {
   r = run_cmha("translate --help");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "--lenpen")) << r.output;
-  fs::remove_all(dir);
-}
-
-TEST(BleuCommand, PrintsSacreBleusLineAndSignature) {
-  const std::string dir = test::temp_dir("cli_bleu");
-  const std::string hyp = "The cat sat on the mat.\nA quick-brown fox jumps over the lazy dog!\nhello world\n";
-  const std::string ref = "The cat sat on a mat.\nThe quick-brown fox jumped over the lazy dog!\nHello world.\n";
-  write_file(dir + "/hyp.txt", hyp);
-  write_file(dir + "/ref.txt", ref);
-  Result r = run_cmha("bleu --ref " + dir + "/ref.txt --hyp " + dir + "/hyp.txt");
-  ASSERT_EQ(r.code, 0) << r.output;
-  // The hypotheses from standard input, as `cmha translate ... | cmha bleu --ref R` gives them.
-  EXPECT_EQ(run_cmha("bleu --ref " + dir + "/ref.txt < " + dir + "/hyp.txt").output, r.output);
-  const BleuScore s = corpus_bleu_files(dir + "/hyp.txt", dir + "/ref.txt");
-  EXPECT_EQ(r.output, "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0" + s.format().substr(4) + "\n");
-  BleuOptions lc;
-  lc.lowercase = true;
-  lc.tokenize = "intl";
-  lc.compound_split = true;
-  const BleuScore s2 = corpus_bleu_files(dir + "/hyp.txt", dir + "/ref.txt", lc);
-  r = run_cmha("bleu --hyp " + dir + "/hyp.txt --ref " + dir + "/ref.txt --tokenize intl --lowercase --compound-split");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output, "BLEU|" + s2.signature + s2.format().substr(4) + "\n");
-  EXPECT_TRUE(has(r.output, "case:lc")) << r.output;
-  r = run_cmha("bleu --ref " + dir + "/ref.txt --hyp " + dir + "/ref.txt --score-only");
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(r.output, "100.00\n");
-  fs::remove_all(dir);
-}
-
-TEST(BleuCommand, MismatchedFilesAndBadOptionsExitTwo) {
-  const std::string dir = test::temp_dir("cli_bleu_errors");
-  write_file(dir + "/hyp.txt", "one\ntwo\n");
-  write_file(dir + "/ref.txt", "one\n");
-  Result r = run_cmha("bleu --hyp " + dir + "/hyp.txt --ref " + dir + "/ref.txt");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "has 2 lines but reference")) << r.output;
-  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
-  r = run_cmha("bleu --hyp " + dir + "/hyp.txt --ref " + dir + "/hyp.txt --tokenize zh");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "--tokenize")) << r.output;
-  r = run_cmha("bleu --hyp " + dir + "/hyp.txt");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "cmha bleu needs --ref REF")) << r.output;
-  r = run_cmha("bleu " + dir + "/hyp.txt " + dir + "/ref.txt");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "takes its files as --ref REF and --hyp HYP")) << r.output;
-  r = run_cmha("bleu --hyp " + dir + "/missing.txt --ref " + dir + "/hyp.txt");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, dir + "/missing.txt")) << r.output;
   fs::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // Corpus BLEU against sacreBLEU 2.6.0: the golden case (304 German segments
-// scored by sacreBLEU in four settings, tests/data/bleu-golden), the
+// scored by sacreBLEU in four settings, tests/data/bleu-golden; the other
+// metrics and settings are in metric_golden_test.cpp), the
 // tokenizers on tricky strings (expected outputs from sacreBLEU's rules),
 // smoothing, clipping, the brevity penalty, the compound split, and one
 // clear error per defect.
@@ -28,6 +29,13 @@ using test::write_file;
 namespace {
 
 const std::string kGoldenDir = CMHA_SOURCE_DIR "/tests/data/bleu-golden";
+
+// A signature with sacreBLEU's version field ("...|version:2.6.0") as cmha writes it.
+std::string cmha_signature(const std::string& sacrebleu_signature) {
+  const std::string tail = "version:" + std::string(kSacrebleuVersion);
+  EXPECT_EQ(sacrebleu_signature.substr(sacrebleu_signature.size() - tail.size()), tail);
+  return sacrebleu_signature.substr(0, sacrebleu_signature.size() - tail.size()) + "version:" + metric_version();
+}
 
 std::string fixed(double v, int decimals) {
   char buf[64];
@@ -65,7 +73,7 @@ void check_golden(const std::string& setting, const BleuOptions& options) {
   EXPECT_EQ(s.ref_len, expected.at("ref_len").get<int64_t>()) << setting;
   EXPECT_EQ(fixed(s.score, 4), fixed(expected.at("score").get<double>(), 4)) << setting;
   EXPECT_EQ(fixed(s.bp, 6), fixed(expected.at("bp").get<double>(), 6)) << setting;
-  EXPECT_EQ(s.signature, expected.at("signature").get<std::string>()) << setting;
+  EXPECT_EQ(s.signature, cmha_signature(expected.at("signature").get<std::string>())) << setting;
 }
 
 BleuOptions with_tokenizer(const std::string& tok) {
@@ -92,9 +100,10 @@ TEST(BleuGolden, TokIntl) { check_golden("intl_mixed", with_tokenizer("intl")); 
 
 TEST(BleuGolden, FormatLikeSacrebleu) {
   const BleuScore s = corpus_bleu_files(kGoldenDir + "/case1.hyp.de", kGoldenDir + "/case1.ref.de");
-  EXPECT_EQ(s.format(),
-            "BLEU = 53.03 93.0/77.2/65.1/55.2 (BP = 0.744 ratio = 0.772 hyp_len = 3665 ref_len = 4748)");
-  EXPECT_EQ(s.format(4).substr(0, 14), "BLEU = 53.0275");
+  EXPECT_EQ(s.result().text(), "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" + metric_version() +
+                                  " = 53.03 93.0/77.2/65.1/55.2 (BP = 0.744 ratio = 0.772 hyp_len = 3665 ref_len = 4748)");
+  EXPECT_EQ(s.result().text(4).substr(s.signature.size() + 5, 10), " = 53.0275");
+  EXPECT_EQ(s.result().text(0).substr(s.signature.size() + 5, 6), " = 53 ");
 }
 
 // The repository's copy must not drift from the shared golden data, where a
@@ -149,6 +158,13 @@ TEST(BleuTokenizer, International) {
   for (const auto& c : kTokCases) EXPECT_EQ(bleu_tokenize(c.input, "intl"), c.tok_intl) << "input: " << c.input;
 }
 
+// sacreBLEU's "char": " ".join(line), so every character (code point) but
+// whitespace is a token.
+TEST(BleuTokenizer, CharSplitsEveryCharacter) {
+  EXPECT_EQ(bleu_tokenize("Ab  c€,\u00a0𝄞", "char"), "A b c € , 𝄞");
+  EXPECT_EQ(bleu_tokenize("", "char"), "");
+}
+
 TEST(BleuTokenizer, NoneLeavesTheLine) {
   EXPECT_EQ(bleu_tokenize("  a,b  &amp; ", "none"), "  a,b  &amp; ");
 }
@@ -188,15 +204,15 @@ TEST(BleuTokenizer, Utf8Validation) {
 TEST(BleuScore, PerfectMatchIs100) {
   const std::vector<std::string> lines = {"Das ist ein kleiner Test.", "Noch ein Satz, mit Komma und &quot;Zitat&quot;.",
                                           "Kurz"};
-  for (const char* tok : {"13a", "intl", "none"}) {
+  for (const char* tok : {"13a", "intl", "char", "none"}) {
     const BleuScore s = corpus_bleu(lines, lines, with_tokenizer(tok));
     EXPECT_DOUBLE_EQ(s.score, 100.0) << tok;
     EXPECT_EQ(s.bp, 1.0);
     EXPECT_EQ(s.counts, s.totals);
     EXPECT_EQ(s.sys_len, s.ref_len);
   }
-  EXPECT_EQ(corpus_bleu(lines, lines).format(),
-            "BLEU = 100.00 100.0/100.0/100.0/100.0 (BP = 1.000 ratio = 1.000 hyp_len = 18 ref_len = 18)");
+  EXPECT_EQ(corpus_bleu(lines, lines).verbose(),
+            "100.0/100.0/100.0/100.0 (BP = 1.000 ratio = 1.000 hyp_len = 18 ref_len = 18)");
 }
 
 TEST(BleuScore, EmptyCorpus) {
@@ -205,8 +221,8 @@ TEST(BleuScore, EmptyCorpus) {
   EXPECT_EQ(s.sys_len, 0);
   EXPECT_EQ(s.ref_len, 0);
   EXPECT_EQ(s.bp, 1.0);
-  EXPECT_EQ(s.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
-  EXPECT_EQ(s.format(), "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 0.000 hyp_len = 0 ref_len = 0)");
+  EXPECT_EQ(s.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" + metric_version());
+  EXPECT_EQ(s.verbose(), "0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 0.000 hyp_len = 0 ref_len = 0)");
 }
 
 TEST(BleuScore, EmptyHypothesesScoreZero) {
@@ -234,7 +250,7 @@ TEST(BleuScore, ShortSegmentsWithoutFourGrams) {
   eff.effective_order = true;
   const BleuScore e = corpus_bleu({"a b c", "d e"}, {"a b c", "d e"}, eff);
   EXPECT_DOUBLE_EQ(e.score, 100.0);
-  EXPECT_EQ(e.signature, "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.6.0");
+  EXPECT_EQ(e.signature, "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:" + metric_version());
 }
 
 // exp smoothing: the k-th order without a match gets precision 100 / (2^k · total).
@@ -266,12 +282,12 @@ TEST(BleuScore, OtherSmoothingMethods) {
   o.smooth = "floor";
   BleuScore f = corpus_bleu({"a b c d e"}, {"a b c x e"}, o);
   EXPECT_DOUBLE_EQ(f.precisions[3], 100.0 * 0.1 / 2.0);
-  EXPECT_EQ(f.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:floor[0.10]|version:2.6.0");
+  EXPECT_EQ(f.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:floor[0.10]|version:" + metric_version());
   o.smooth = "add-k";
   f = corpus_bleu({"a b c d e"}, {"a b c x e"}, o);
   EXPECT_DOUBLE_EQ(f.precisions[1], 100.0 * 3.0 / 5.0);  // (2 + 1) / (4 + 1); unigrams untouched
   EXPECT_DOUBLE_EQ(f.precisions[0], 80.0);
-  EXPECT_EQ(f.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:add-k[1.00]|version:2.6.0");
+  EXPECT_EQ(f.signature, "nrefs:1|case:mixed|eff:no|tok:13a|smooth:add-k[1.00]|version:" + metric_version());
 }
 
 TEST(BleuScore, MultipleReferences) {
@@ -280,9 +296,13 @@ TEST(BleuScore, MultipleReferences) {
   const BleuScore s = corpus_bleu_multi({"the the cat"}, {{"the cat"}, {"the the dog sat"}});
   EXPECT_EQ(s.counts[0], 3);
   EXPECT_EQ(s.ref_len, 2);  // |3-2| == |3-4|: the shorter one
-  EXPECT_EQ(s.signature, "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
-  const BleuScore v = corpus_bleu_multi({"a b", "c d"}, {{"a b", "c d"}, {"a c", ""}});
-  EXPECT_EQ(v.signature, "nrefs:var|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  EXPECT_EQ(s.signature, "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:" + metric_version());
+  // An empty reference is a reference of no words (sacreBLEU's command line
+  // reads an empty line so): its length 0 is the closest to an empty hypothesis.
+  const BleuScore v = corpus_bleu_multi({"a b", ""}, {{"a b", "c d"}, {"a c", ""}});
+  EXPECT_EQ(v.signature, "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:" + metric_version());
+  EXPECT_EQ(v.sys_len, 2);
+  EXPECT_EQ(v.ref_len, 2);
 }
 
 // --- Compound split (tensor2tensor get_ende_bleu.sh) -----------------------
@@ -315,7 +335,7 @@ TEST(BleuCompoundSplit, ScoresHandMadeExample) {
   EXPECT_EQ(split.sys_len, 20);
   EXPECT_EQ(split.ref_len, 20);
   EXPECT_NEAR(split.score, 72.22644952263249, 1e-11);
-  EXPECT_EQ(split.signature, "nrefs:1|case:mixed|eff:no|tok:13a+compound|smooth:exp|version:2.6.0");
+  EXPECT_EQ(split.signature, "nrefs:1|case:mixed|eff:no|tok:13a+compound|smooth:exp|version:" + metric_version());
 }
 
 // --- Files and errors ---------------------------------------------------------
@@ -363,19 +383,24 @@ TEST(BleuErrors, InvalidUtf8NamesFileAndLine) {
   fs::remove_all(dir);
 }
 
-TEST(BleuErrors, EmptyReference) {
+// sacreBLEU 2.6.0 scores an empty reference line as a reference without
+// words (`sacrebleu ref -i hyp -m bleu -w 4` on these files prints 96.2195).
+TEST(BleuFiles, EmptyReferenceLineIsAReferenceWithoutWords) {
   const std::string dir = test::temp_dir("bleu_emptyref");
-  write_file(dir + "/hyp.txt", "a\nb\n");
-  write_file(dir + "/ref.txt", "a\n  \n");
-  expect_error([&] { corpus_bleu_files(dir + "/hyp.txt", dir + "/ref.txt"); },
-               {"reference '" + dir + "/ref.txt' line 2 is empty"});
-  expect_error([&] { corpus_bleu({"a"}, {""}); }, {"reference segment 1 is empty"});
+  write_file(dir + "/hyp.txt", "a b c d\nfoo\nx y\n");
+  write_file(dir + "/ref.txt", "a b c d\n  \nx y\n");
+  const BleuScore s = corpus_bleu_files(dir + "/hyp.txt", dir + "/ref.txt");
+  EXPECT_EQ(s.sys_len, 7);
+  EXPECT_EQ(s.ref_len, 6);
+  EXPECT_EQ(fixed(s.score, 4), "96.2195");
+  EXPECT_EQ(s.verbose(), "85.7/100.0/100.0/100.0 (BP = 1.000 ratio = 1.167 hyp_len = 7 ref_len = 6)");
   fs::remove_all(dir);
 }
 
 TEST(BleuErrors, BadArguments) {
   expect_error([] { corpus_bleu({"a"}, {"a", "b"}); }, {"1 hypotheses but 2 references"});
-  expect_error([] { corpus_bleu({"a"}, {"a"}, with_tokenizer("zh")); }, {"unknown BLEU tokenizer 'zh'"});
+  expect_error([] { corpus_bleu({"a"}, {"a"}, with_tokenizer("zh")); },
+               {"unknown BLEU tokenizer 'zh' (expected 13a, intl, char or none)"});
   BleuOptions o;
   o.smooth = "add-one";
   expect_error([&] { corpus_bleu({"a"}, {"a"}, o); }, {"unknown BLEU smoothing 'add-one'"});

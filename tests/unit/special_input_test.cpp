@@ -105,7 +105,7 @@ TEST(SpecialInput, TheFirstSigtermEndsACommandThatIsNotWatchingForIt) {
   test::write_file(dir + "/ref.txt", "a b c\n");
   make_fifo(dir, "stdin");
   // Standard input: a FIFO opened read-write, which never blocks the open and never ends the reads.
-  const std::string script = "cd " + dir + "; " + CMHA_BINARY_DIR + "/cmha bleu --ref ref.txt <> stdin > log 2>&1 & "
+  const std::string script = "cd " + dir + "; " + CMHA_BINARY_DIR + "/cmha bleu ref.txt <> stdin > log 2>&1 & "
                              "p=$!; sleep 1; kill -TERM $p; "
                              "for i in $(seq 50); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; "
                              "if kill -0 $p 2>/dev/null; then kill -KILL $p; echo hung > rc; else echo ended > rc; fi; "

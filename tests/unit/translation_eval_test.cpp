@@ -95,6 +95,11 @@ TEST(TranslationEval, ValidationReportsBleuAndFinalEvaluationAveragesAndScores) 
   compound.smooth = "none";
   EXPECT_DOUBLE_EQ(res.at("bleu_compound").get<double>(), eval::corpus_bleu(hyps, refs, compound).score);
   EXPECT_TRUE(has(res.at("bleu_line").get<std::string>(), "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"));
+  // The lines are what `cmha bleu` prints for the same files (once "BLEU|... = BLEU = 21.15 ...").
+  const std::string bleu_args = "bleu " + dir + "/valid.de -i " + dir + "/run/test.de.hyp";
+  EXPECT_EQ(test::run_cmha(bleu_args).output, res.at("bleu_line").get<std::string>() + "\n");
+  EXPECT_EQ(test::run_cmha(bleu_args + " --compound-split -s none").output,
+            res.at("bleu_compound_line").get<std::string>() + "\n");
   // The averaged model is what translated: `cmha translate` on it gives the same lines.
   train::TranslatorOptions o;
   o.search.beam = 2;
