@@ -290,10 +290,13 @@ TEST(Interop, ExportRefusesWhatTheFormatCannotHold) {
   collaborative.recipe = train::Recipe::parse(vit.recipe, "r", {"model.attention.type=collaborative"}).dump();
   train::Checkpoint native = train::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4)).checkpoint;
   native.recipe = train::Recipe::parse(native.recipe, "r", {"model.position_offset=0"}).dump();
+  const train::Checkpoint wide = train::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint;
   train::ExportOptions ema;
   ema.ema = true;
   const std::pair<std::function<void()>, std::string> cases[] = {
       {[&] { train::export_checkpoint("onnx", vit, "c"); }, "unknown checkpoint format 'onnx'"},
+      {[&] { train::export_checkpoint("hf-vit", wide, "c"); },
+       "model.attention.key_dim (24) is not model.d_model (16), but hf-vit's attention projects to d_model"},
       {[&] { train::export_checkpoint("fairseq", vit, "c"); }, "model.kind is 'vit', but fairseq holds encoder-decoder"},
       {[&] { train::export_checkpoint("timm", native, "c"); }, "model.kind is 'transformer', but timm holds vision"},
       {[&] { train::export_checkpoint("timm", collaborative, "c"); },
@@ -322,4 +325,46 @@ TEST(Interop, WeightsExportDropsOptimiserAndEmaState) {
   ema.ema = true;
   const train::ExportResult e = train::export_checkpoint("timm", c, "c", ema);
   EXPECT_EQ(e.tensors.size(), load_safetensors(fixture("timm_deit")).tensors.size());
+}
+
+// A model cmha trained goes out and comes back unchanged, with a note where
+// the other framework's defaults differ from its settings.
+TEST(Interop, NativeCheckpointsGoOutAndComeBack) {
+  const std::string dir = test::temp_dir("interop_native");
+  const std::pair<std::string, std::string> cases[] = {
+      {"timm", "model: {kind: vit, image_size: 8, patch_size: 4, channels: 3, num_classes: 3, d_model: 16, depth: 2,\n"
+               "        ffn_dim: 32, distillation_token: true, attention: {heads: 4}}\n"},
+      {"hf-vit", "model: {kind: vit, image_size: 8, patch_size: 2, channels: 1, num_classes: 3, d_model: 16, depth: 1,\n"
+                 "        ffn_dim: 24, attention: {heads: 2}}\n"},
+      {"fairseq", "model: {kind: transformer, vocab_size: 9, d_model: 16, ffn_dim: 24, encoder_layers: 1, decoder_layers: 2,\n"
+                  "        pre_norm: true, encoder_final_norm: true, decoder_final_norm: true, positions: learned,\n"
+                  "        max_positions: 6, position_offset: 2, share_all_embeddings: false, attention: {heads: 4}}\n"},
+  };
+  for (const auto& [format, yaml] : cases) {
+    SCOPED_TRACE(format);
+    const train::Recipe r = train::Recipe::parse(yaml);
+    Generator gen(2);
+    train::Checkpoint c;
+    c.recipe = r.dump();
+    if (r.string("model.kind") == "vit") c.weights = parameters_of(nn::VisionTransformer(train::vit_config(r), gen));
+    else c.weights = parameters_of(nn::Transformer(train::transformer_config(r), gen));
+    const train::ExportResult e = train::export_checkpoint(format, c, "native");
+    save_safetensors(dir + "/model.safetensors", e.tensors, e.metadata);
+    for (const auto& [name, text] : e.side_files) test::write_file(dir + "/" + name, text);
+    train::ImportOptions opt = heads(r.integer("model.attention.heads"));
+    const train::ImportResult back = train::import_checkpoint(format, dir + "/model.safetensors", opt);
+    ASSERT_EQ(back.checkpoint.weights.size(), c.weights.size());
+    for (const auto& [name, t] : c.weights) {
+      SCOPED_TRACE(name);
+      ASSERT_TRUE(back.checkpoint.weights.count(name));
+      EXPECT_TRUE(test::all_close(back.checkpoint.weights.at(name), t, 0.0f, 0.0f));
+    }
+    if (format == "timm") {  // cmha's default eps is 1e-5, timm's blocks 1e-6
+      EXPECT_TRUE(has(e.notes.back(), "timm's blocks use LayerNorm eps 1e-6, this model 1e-05")) << e.notes.back();
+    }
+    if (format == "hf-vit") {  // config.json carried the eps and the heads
+      EXPECT_DOUBLE_EQ(train::Recipe::parse(back.checkpoint.recipe).real("model.layer_norm_eps"), 1e-5);
+    }
+  }
+  fs::remove_all(dir);
 }
