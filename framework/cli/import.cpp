@@ -37,6 +37,9 @@ int import_command(const Args& args) {
   cl.app().add_flag("--no-scale-embedding", no_scale_embedding,
                     "fairseq: the model was trained with --no-scale-embedding");
   if (!cl.parse(args)) return 0;
+  CMHA_CHECK(format == "fairseq" || (opt.activation.empty() && !no_scale_embedding),
+             "--activation and --no-scale-embedding are settings of fairseq models, not of " + format + " ones");
+  CMHA_CHECK(format == "hf-vit" || opt.config_path.empty(), "--config is Hugging Face's config.json, for hf-vit only");
   opt.scale_embedding = !no_scale_embedding;
   const train::ImportResult r = train::import_checkpoint(format, input, opt);
   std::printf("read %s\n", r.summary.c_str());

@@ -64,9 +64,10 @@ struct ExportResult {
 ExportResult export_checkpoint(const std::string& format, const Checkpoint& c, const std::string& path,
                                const ExportOptions& opt = {});
 
-// The number of heads of a known model whose name `name` contains (the
-// longest known name that occurs, '-' read as '_'), when its width is
-// d_model; 0 when none. `known` is "timm" or "fairseq"'s table.
+// The number of heads of the known model that `name` names (the longest
+// known name in it, '-' read as '_': "deit_base_patch16_224" is deit_base)
+// when that model is d_model wide; 0 otherwise. timm and hf-vit share the
+// table of ViT/DeiT sizes; fairseq has its architectures'.
 int64_t known_model_heads(const std::string& format, const std::string& name, int64_t d_model,
                           std::string* matched = nullptr);
 

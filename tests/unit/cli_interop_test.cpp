@@ -100,6 +100,13 @@ TEST(CliInterop, MistakesAreOneSentenceWithExitCode2) {
   const std::string dir = test::temp_dir("cli_interop_errors");
   const std::string deit = fixture("timm_deit"), ckpt = dir + "/c.safetensors";
   ASSERT_EQ(test::run_cmha("import timm " + deit + " --heads 4 -o " + ckpt).code, 0);
+  SafetensorsFile bad = load_safetensors(deit);
+  const Tensor norm = bad.tensors.at("norm.weight");
+  bad.tensors.erase("norm.weight");
+  save_safetensors(dir + "/bad.safetensors", bad.tensors, bad.metadata);
+  bad.tensors["norm.weight"] = norm;
+  bad.tensors["blocks.1.mlp.fc2.weight"] = Tensor::zeros({16, 31});
+  save_safetensors(dir + "/shape.safetensors", bad.tensors, bad.metadata);
   const std::pair<std::string, std::string> cases[] = {
       {"import keras " + deit + " -o " + dir + "/o.safetensors", "format: keras not in {timm,hf-vit,fairseq}"},
       {"import timm " + deit, "--output is required"},
@@ -108,6 +115,13 @@ TEST(CliInterop, MistakesAreOneSentenceWithExitCode2) {
       {"import fairseq " + fixture("fairseq_post") + " --heads 4 --activation swish -o " + dir + "/o.safetensors",
        "--activation: swish not in {relu,gelu}"},
       {"import fairseq " + deit + " --heads 4 -o " + dir + "/o.safetensors", "has no tensor 'encoder.embed_tokens.weight'"},
+      {"import timm " + dir + "/bad.safetensors --heads 4 -o " + dir + "/o.safetensors",
+       "has no tensor 'norm.weight' (cmha's 'norm.weight')"},
+      {"import timm " + dir + "/shape.safetensors --heads 4 -o " + dir + "/o.safetensors",
+       "tensor 'blocks.1.mlp.fc2.weight' of '" + dir + "/shape.safetensors' is [16, 31], but the model its other tensors"},
+      {"import timm " + deit + " --heads 4 --activation gelu -o " + dir + "/o.safetensors",
+       "--activation and --no-scale-embedding are settings of fairseq models, not of timm ones"},
+      {"import timm " + deit + " --heads 4 --config c.json -o " + dir + "/o.safetensors", "--config is Hugging Face's"},
       {"export onnx " + ckpt + " -o " + dir + "/o.safetensors", "unknown checkpoint format 'onnx'"},
       {"export " + ckpt + " -o " + dir + "/o.safetensors", "needs FORMAT and CKPT"},
       {"export timm " + ckpt + " " + ckpt + " -o " + dir + "/o.safetensors", "takes FORMAT and one CKPT, got 3"},
