@@ -21,6 +21,8 @@ int sweep_command(const Args& args);      // sweep.cpp
 int score_command(const Args& args);      // score.cpp
 int compress_command(const Args& args);   // compress.cpp
 int heads_command(const Args& args);      // heads.cpp
+int import_command(const Args& args);     // import.cpp
+int export_command(const Args& args);     // export.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/en_de_transformer_small.yaml,
 // compiled in).

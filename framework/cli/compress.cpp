@@ -10,6 +10,7 @@
 #include "compress/convert_attention.h"
 #include "nn/attention/registry.h"
 #include "tensor/error.h"
+#include "train/finetune_recipe.h"
 #include "train/options.h"
 
 namespace cmha::cli {
@@ -67,14 +68,6 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
-// OUT.safetensors → OUT.yaml (any other name gets .yaml appended).
-std::string recipe_path_for(const std::string& out) {
-  const std::string ext = ".safetensors";
-  if (out.size() > ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0)
-    return out.substr(0, out.size() - ext.size()) + ".yaml";
-  return out + ".yaml";
-}
-
 }  // namespace
 
 int compress_command(const Args& args) {
@@ -114,15 +107,7 @@ int compress_command(const Args& args) {
     total += l.seconds;
   });
   train::save_checkpoint(out, result);
-  const std::string recipe_out = recipe_path_for(out);
-  const std::string stem = recipe_out.substr(0, recipe_out.size() - 5);
-  const train::Recipe finetune = train::Recipe::parse(result.recipe, out + " (recipe)",
-                                                      {"train.init_from=" + out, "train.save_dir=" + stem + "_finetune"});
-  std::FILE* f = std::fopen(recipe_out.c_str(), "w");
-  CMHA_CHECK(f, "cannot write the fine-tuning recipe '" + recipe_out + "'");
-  const std::string text = finetune.dump();
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  CMHA_CHECK(std::fclose(f) == 0 && ok, "cannot write the fine-tuning recipe '" + recipe_out + "'");
+  const std::string recipe_out = train::write_finetune_recipe(out, result.recipe);
   int64_t before = 0, after = 0;
   for (const auto& [n, t] : in.weights) before += t.numel();
   for (const auto& [n, t] : result.weights) after += t.numel();

@@ -73,6 +73,7 @@ void print_checkpoint(const std::string& path) {
               c.optimizer.size(), c.ema.size());
   if (t.contains("averaged_from")) std::printf("averaged from: %s\n", t["averaged_from"].dump().c_str());
   if (t.contains("compressed_from")) std::printf("compressed from: %s\n", t["compressed_from"].dump().c_str());
+  if (t.contains("imported_from")) std::printf("imported from: %s (%s)\n", t["imported_from"].dump().c_str(), t.value("import_format", "?").c_str());
   std::printf("recipe:\n%s", c.recipe.c_str());
 }
 

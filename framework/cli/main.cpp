@@ -52,6 +52,8 @@ const Command kCommands[] = {
     {"bleu", bleu_command, "BLEU, chrF and TER of hypotheses against references, as sacreBLEU 2.6.0"},
     {"average", average_command, "average the weights of several checkpoints"},
     {"compress", compress_command, "turn concat attention into collaborative attention by CP decomposition"},
+    {"import", import_command, "read a timm, Hugging Face ViT/DeiT or fairseq state dict into a checkpoint"},
+    {"export", export_command, "write a checkpoint's weights in timm, Hugging Face or fairseq names (or --weights)"},
     {"heads", heads_command, "energy of the principal components of each layer's query/key projections (PNG)"},
     {"sweep", sweep_command, "run a recipe once per point of a grid of keys and tabulate the results"},
     {"info", info_command, "show a checkpoint, or the build and the devices this machine offers"},

@@ -72,8 +72,8 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
     init::normal_(output_weight, gen, 0.0f, 1.0f / std::sqrt(static_cast<float>(cfg.d_model)));
   }
   if (cfg.positions == "learned") {
-    src_positions = register_module("src_positions", std::make_shared<LearnedPositions>(cfg.max_positions, cfg.d_model, gen));
-    tgt_positions = register_module("tgt_positions", std::make_shared<LearnedPositions>(cfg.max_positions, cfg.d_model, gen));
+    src_positions = register_module("src_positions", std::make_shared<LearnedPositions>(cfg.max_positions + cfg.position_offset, cfg.d_model, gen));
+    tgt_positions = register_module("tgt_positions", std::make_shared<LearnedPositions>(cfg.max_positions + cfg.position_offset, cfg.d_model, gen));
   }
   for (int64_t i = 0; i < cfg.encoder_layers; ++i)
     encoder_layers.push_back(register_module("encoder.layers." + std::to_string(i), std::make_shared<EncoderLayer>(cfg, gen)));
@@ -94,7 +94,8 @@ Tensor Transformer::embed(const Embedding& table, const LearnedPositions* learne
                  std::to_string(cfg_.max_positions));
   Tensor x = table.forward(ids);  // [B, T, D]
   if (cfg_.scale_embedding) x = mul_scalar(x, std::sqrt(static_cast<float>(cfg_.d_model)));
-  Tensor pos = learned ? learned->forward(T, first) : sinusoidal_positions(T, cfg_.d_model, first, x.device());  // [T, D]
+  const int64_t at = first + cfg_.position_offset;
+  Tensor pos = learned ? learned->forward(T, at) : sinusoidal_positions(T, cfg_.d_model, at, x.device());  // [T, D]
   return drop->forward(add(x, pos));
 }
 

@@ -24,6 +24,9 @@ struct TransformerConfig {
   bool scale_embedding = true;       // multiply embeddings by √d_model
   std::string positions = "sinusoidal";  // sinusoidal | learned
   int64_t max_positions = 1024;
+  // Index of the first token's position: sinusoidal angles start here and a
+  // learned table holds this many rows before it (fairseq: padding_idx + 1 = 2).
+  int64_t position_offset = 0;
   float layer_norm_eps = 1e-5f;
 };
 

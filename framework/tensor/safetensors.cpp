@@ -178,7 +178,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  nlohmann::json header = nlohmann::json::object();
+  // The reference implementation's layout: __metadata__ first, each entry's
+  // fields in the order dtype, shape, data_offsets, tensors (and their data)
+  // in name order: a single-dtype file laid out that way (tests/reference/
+  // safetensors_io.py writes so) is rewritten byte for byte.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<Tensor> contiguous;
   uint64_t offset = 0;
@@ -186,7 +190,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     // Device tensors come to the host; detached, so nothing is recorded.
     Tensor c = t.detach().to(Device::cpu()).contiguous();
     const uint64_t n = c.nbytes();
-    header[name] = {{"dtype", st_dtype_name(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = st_dtype_name(c.dtype());
+    entry["shape"] = c.shape();
+    entry["data_offsets"] = {offset, offset + n};
+    header[name] = std::move(entry);
     offset += n;
     contiguous.push_back(c);
   }

@@ -20,7 +20,9 @@ struct SafetensorsFile {
 SafetensorsFile load_safetensors(const std::string& path);
 
 // Writes atomically: to a temporary name in the same folder, flushed, then
-// renamed over `path`, so a crash never leaves a half-written file.
+// renamed over `path`, so a crash never leaves a half-written file. The
+// header is canonical: __metadata__ first, tensors in name order, each entry
+// {dtype, shape, data_offsets}, compact JSON padded with spaces to 8 bytes.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

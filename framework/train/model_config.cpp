@@ -41,6 +41,7 @@ nn::TransformerConfig transformer_config(const Recipe& r) {
   c.scale_embedding = r.boolean("model.scale_embedding");
   c.positions = r.string("model.positions");
   c.max_positions = r.integer("model.max_positions");
+  c.position_offset = r.integer("model.position_offset");
   c.layer_norm_eps = static_cast<float>(r.real("model.layer_norm_eps"));
   return c;
 }

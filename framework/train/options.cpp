@@ -67,6 +67,7 @@ std::vector<OptionSpec> build() {
   add("model.scale_embedding", T::boolean, "true", "Multiply embeddings by sqrt(d_model)");
   choice("model.positions", "sinusoidal", "Position embeddings", {"sinusoidal", "learned"});
   add("model.max_positions", T::integer, "1024", "Longest sequence for learned positions", 1, 1 << 20);
+  add("model.position_offset", T::integer, "0", "Position of the first token: sinusoidal angles start here and learned tables hold this many rows before it (fairseq checkpoints: padding_idx + 1 = 2)", 0, 1 << 20);
   // Vision transformer
   add("model.image_size", T::integer, "224", "Input image side in pixels", 1, 1 << 16);
   add("model.patch_size", T::integer, "16", "Patch side in pixels", 1, 1 << 16);
