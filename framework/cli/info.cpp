@@ -89,25 +89,27 @@ int64_t parameter_count(const train::Checkpoint& c) {
   return params;
 }
 
-// The summary print_checkpoint shows, as JSON; the recipe typed as its keys are.
-nlohmann::json checkpoint_json(const std::string& path, const train::Checkpoint& c, const train::Recipe& r,
-                               bool tensors) {
-  const nlohmann::json recipe = r.to_json();
-  nlohmann::json attention = nlohmann::json::object();
+// The summary print_checkpoint shows, as JSON (in that order); the recipe typed as its keys are.
+nlohmann::ordered_json checkpoint_json(const std::string& path, const train::Checkpoint& c, const train::Recipe& r,
+                                       bool tensors) {
+  using Json = nlohmann::ordered_json;
+  const Json recipe = r.to_json();
+  Json attention = Json::object();
   for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind")))
     attention[place.name] = recipe["model"][place.name];
-  nlohmann::json j = {{"checkpoint", path},
-                      {"model", {{"kind", r.string("model.kind")},
-                                 {"d_model", r.integer("model.d_model")},
-                                 {"parameters", parameter_count(c)},
-                                 {"weight_tensors", c.weights.size()}}},
-                      {"attention", attention},
-                      {"trainer", c.trainer},
-                      {"optimizer_tensors", c.optimizer.size()},
-                      {"ema_tensors", c.ema.size()},
-                      {"recipe", recipe}};
+  Json j = Json::object();
+  j["checkpoint"] = path;
+  j["model"] = {{"kind", r.string("model.kind")},
+                {"d_model", r.integer("model.d_model")},
+                {"parameters", parameter_count(c)},
+                {"weight_tensors", c.weights.size()}};
+  j["attention"] = attention;
+  j["trainer"] = Json::parse(c.trainer.dump());
+  j["optimizer_tensors"] = c.optimizer.size();
+  j["ema_tensors"] = c.ema.size();
+  j["recipe"] = recipe;
   if (tensors) {
-    j["tensors"] = nlohmann::json::array();
+    j["tensors"] = Json::array();
     for (const auto& t : stored_tensors(c)) j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
   }
   return j;
@@ -143,7 +145,7 @@ int info_command(const Args& args) {
   bool devices_only = false, tensors = false, json = false;
   std::string checkpoint;
   CommandLine cl("info", kInfoDescription);
-  cl.app().add_option("checkpoint", checkpoint, "the checkpoint to describe")->type_name("CKPT");
+  cl.app().add_option("checkpoint", checkpoint, "the checkpoint to describe")->type_name("[CKPT]");
   cl.app().add_flag("--devices", devices_only, "show only the devices: CPU threads, oneDNN, CUDA GPUs");
   cl.app().add_flag("--tensors", tensors,
                     "list the checkpoint's tensors instead, one a line: name (as stored: ema.*, optimizer.* for "

@@ -364,11 +364,11 @@ std::string first_difference(const Recipe& a, const Recipe& b, const std::vector
   return "";
 }
 
-nlohmann::json Recipe::to_json() const {
-  nlohmann::json out = nlohmann::json::object();
+nlohmann::ordered_json Recipe::to_json() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const auto& spec : option_registry()) {
     if (!reads(spec.path)) continue;
-    nlohmann::json* node = &out;
+    nlohmann::ordered_json* node = &out;
     std::stringstream ss(spec.path);
     for (std::string part; std::getline(ss, part, '.');) node = &(*node)[part];
     switch (spec.type) {

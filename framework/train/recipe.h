@@ -42,8 +42,8 @@ class Recipe {
   std::string text(const std::string& path) const;
   // Every key this recipe's model and task read, with its resolved value, as YAML.
   std::string dump() const;
-  // The same as JSON, nested by the keys' dotted parts, each value of its key's type.
-  nlohmann::json to_json() const;
+  // The same as JSON, nested by the keys' dotted parts in registry order, each value of its key's type.
+  nlohmann::ordered_json to_json() const;
 
  private:
   struct Value {
