@@ -20,7 +20,7 @@ int average_command(const Args& args) {
   cl.app().add_option("-o,--output", out, "the averaged checkpoint (with --last: RUN_DIR/checkpoint_avg_lastN.safetensors)")
       ->type_name("OUT");
   cl.app().add_option("--last", last, "average the N latest update checkpoints of RUN_DIR")
-      ->check(CLI::Range(1, 100000))->type_name("N");
+      ->check(whole_number(1, 100000))->type_name("N");
   if (!cl.parse(args)) return 0;
   if (last > 0) {
     CMHA_CHECK(inputs.size() == 1, "cmha average --last N takes one run directory");

@@ -1,7 +1,7 @@
 // cmha bench RECIPE: full training steps on random tokens, one JSON line.
 #include <cstdio>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/bench.h"
@@ -10,9 +10,7 @@
 namespace cmha::cli {
 
 namespace {
-const char* kBenchUsage =
-    "usage: cmha bench RECIPE [--steps N] [--warmup N] [--threads T] [key.path=value ...]\n"
-    "\n"
+const char* kBenchDescription =
     "Times full training steps of the recipe's transformer on random tokens\n"
     "(forward, label-smoothed cross-entropy, backward, the optim.* optimiser) with\n"
     "batches of bench.batch_size sentences of bench.src_len source and\n"
@@ -21,32 +19,24 @@ const char* kBenchUsage =
     "\n"
     "Under 'mpirun -np N' every rank times the same batch size and exchanges\n"
     "gradients as 'cmha train' does; rank 0 prints tokens_per_s of all ranks\n"
-    "together and exchange_ms_median, the exchange the backward pass did not hide.\n"
-    "\n"
-    "options:\n"
-    "  --steps N     timed steps (default 10)\n"
-    "  --warmup N    untimed steps first (default 2)\n"
-    "  --threads T   CPU threads (default: train.threads, 0 = all cores)\n";
+    "together and exchange_ms_median, the exchange the backward pass did not hide.\n";
 }  // namespace
 
 int bench_command(const Args& args) {
-  std::string recipe_path;
-  std::vector<std::string> overrides;
+  std::vector<std::string> positionals;
   long long steps = 10, warmup = 2, threads = -1;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kBenchUsage, stdout);
-      return 0;
-    }
-    if (a == "--steps") steps = parse_int(option_value(args, i, "bench"), a, 1, 1000000);
-    else if (a == "--warmup") warmup = parse_int(option_value(args, i, "bench"), a, 0, 1000000);
-    else if (a == "--threads") threads = parse_int(option_value(args, i, "bench"), a, 0, 4096);
-    else if (a.find('=') != std::string::npos) overrides.push_back(a);
-    else if (a.rfind("-", 0) == 0) throw Error("unknown option '" + a + "' of 'cmha bench' (try 'cmha bench --help')");
-    else if (recipe_path.empty()) recipe_path = a;
-    else throw Error("cmha bench takes one recipe, got '" + recipe_path + "' and '" + a + "'");
-  }
+  CommandLine cl("bench", kBenchDescription);
+  cl.app().add_option("recipe", positionals, "the recipe file, and key.path=value overrides of its keys")
+      ->type_name("RECIPE [key.path=value ...]");
+  cl.app().add_option("--steps", steps, "timed steps")->check(whole_number(1, 1000000))->type_name("N")->capture_default_str();
+  cl.app().add_option("--warmup", warmup, "untimed steps first")
+      ->check(whole_number(0, 1000000))->type_name("N")->capture_default_str();
+  cl.app().add_option("--threads", threads, "CPU threads (default: train.threads; 0 = all cores)")
+      ->check(whole_number(0, 4096))->type_name("T");
+  if (!cl.parse(args)) return 0;
+  const FileAndOverrides given = split_overrides(positionals, "bench", "recipe");
+  const std::string& recipe_path = given.file;
+  const std::vector<std::string>& overrides = given.overrides;
   if (recipe_path.empty()) throw Error("cmha bench needs a recipe file (try 'cmha bench --help')");
   const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));

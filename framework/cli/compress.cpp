@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "compress/convert_attention.h"
 #include "nn/attention/registry.h"
 #include "tensor/error.h"
@@ -17,10 +17,7 @@ namespace cmha::cli {
 
 namespace {
 
-const char* kCompressUsageHead =
-    "usage: cmha compress CKPT --key-dim D -o OUT [--layers PLACES] [--iters N] [--tol X]\n"
-    "                     [--init random|svd] [--seed S] [--threads T]\n"
-    "\n"
+const char* kCompressDescription =
     "Turns every concat attention layer of a checkpoint into a collaborative one\n"
     "of shared key width D (Cordonnier et al. 2020, section 3.3), without\n"
     "retraining: the per-head products W_Q^(i) W_K^(i)^T get a rank-D CP\n"
@@ -29,22 +26,10 @@ const char* kCompressUsageHead =
     "D >= the layer's key width writes the exact factorisation (same function).\n"
     "OUT is a normal checkpoint (weights and recipe; no optimiser or EMA state).\n"
     "Beside it, OUT's name with .yaml is the recipe to fine-tune it with\n"
-    "('cmha train OUT.yaml': train.init_from is OUT).\n"
-    "\n"
-    "options:\n"
-    "  --key-dim D       shared query/key width D~k (required)\n"
-    "  -o, --output OUT  the compressed checkpoint to write (required)\n";
-const char* kCompressUsageTail =
-    "  --iters N         CP-ALS iterations at most (default 100)\n"
-    "  --tol X           stop when the relative error changes by less than X of itself (default 1e-6)\n"
-    "  --init random|svd CP-ALS start: N(0, 1) (default) or the leading singular vectors\n"
-    "                    of the unfoldings (Jacobi eigensolver: slow beyond D of a few hundred)\n"
-    "  --seed S          seed of the random start (default 0)\n"
-    "  --threads T       CPU threads (default: all cores)\n"
-    "  -h, --help        show this help\n";
+    "('cmha train OUT.yaml': train.init_from is OUT).\n";
 
-// The usage, with the attention places of each model kind (nn/attention/registry.h).
-std::string compress_usage() {
+// The attention places of each model kind (nn/attention/registry.h), for --layers' help.
+std::string place_list() {
   std::string places;
   std::vector<std::string> kinds;
   for (const nn::AttentionPlace& p : nn::attention_places())
@@ -53,10 +38,9 @@ std::string compress_usage() {
     std::string names;
     for (const nn::AttentionPlace& p : nn::attention_places(kind))
       names += (names.empty() ? "" : ", ") + p.short_name;
-    places += (places.empty() ? "" : ";\n                    ") + names + " (" + kind + ")";
+    places += (places.empty() ? "" : "; ") + names + " (" + kind + ")";
   }
-  return std::string(kCompressUsageHead) + "  --layers PLACES   comma-separated attention places: " + places +
-         ";\n                    default: every concat place\n" + kCompressUsageTail;
+  return places;
 }
 
 std::vector<std::string> split_commas(const std::string& text) {
@@ -71,31 +55,35 @@ std::vector<std::string> split_commas(const std::string& text) {
 }  // namespace
 
 int compress_command(const Args& args) {
-  std::string input, out;
+  std::string input, out, layers;
+  long long threads = 0;
   compress::CompressOptions opt;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(compress_usage().c_str(), stdout);
-      return 0;
-    }
-    if (a == "-o" || a == "--output") out = option_value(args, i, "compress");
-    else if (a == "--key-dim") opt.shared_dim = parse_int(option_value(args, i, "compress"), a, 1, 1 << 20);
-    else if (a == "--layers") opt.places = split_commas(option_value(args, i, "compress"));
-    else if (a == "--iters") opt.als.max_iters = parse_int(option_value(args, i, "compress"), a, 1, 1000000);
-    else if (a == "--tol") opt.als.tol = parse_real(option_value(args, i, "compress"), a, 0, train::kUnbounded);
-    else if (a == "--init") opt.als.init = option_value(args, i, "compress");
-    else if (a == "--seed") opt.als.seed = static_cast<uint64_t>(parse_int(option_value(args, i, "compress"), a, 0, 1LL << 62));
-    else if (a == "--threads") omp_set_num_threads(static_cast<int>(parse_int(option_value(args, i, "compress"), a, 1, 4096)));
-    else if (!a.empty() && a[0] == '-') throw Error("unknown option '" + a + "' for 'cmha compress' (try 'cmha compress --help')");
-    else if (input.empty()) input = a;
-    else throw Error("cmha compress takes one checkpoint, got '" + input + "' and '" + a + "'");
-  }
+  CommandLine cl("compress", kCompressDescription);
+  cl.app().add_option("checkpoint", input, "the checkpoint with concat attention")->type_name("CKPT");
+  cl.app().add_option("--key-dim", opt.shared_dim, "shared query/key width D~k (required)")
+      ->check(whole_number(1, 1 << 20))->type_name("D");
+  cl.app().add_option("-o,--output", out, "the compressed checkpoint to write (required)")->type_name("OUT");
+  cl.app().add_option("--layers", layers,
+                      "comma-separated attention places: " + place_list() + " (default: every concat place)")
+      ->type_name("PLACES");
+  cl.app().add_option("--iters", opt.als.max_iters, "CP-ALS iterations at most")
+      ->check(whole_number(1, 1000000))->type_name("N")->capture_default_str();
+  cl.app().add_option("--tol", opt.als.tol, "stop when the relative error changes by less than X of itself")
+      ->check(number(0))->type_name("X")->capture_default_str();
+  cl.app().add_option("--init", opt.als.init,
+                      "CP-ALS start: N(0, 1) entries, or the leading singular vectors of the unfoldings (Jacobi "
+                      "eigensolver: slow beyond D of a few hundred)")
+      ->check(one_of({"svd", "random"}))->type_name("INIT")->capture_default_str();
+  cl.app().add_option("--seed", opt.als.seed, "seed of the random start")
+      ->check(whole_number(0, 1LL << 62))->type_name("S")->capture_default_str();
+  cl.app().add_option("--threads", threads, "CPU threads (default: all cores)")
+      ->check(whole_number(1, 4096))->type_name("T");
+  if (!cl.parse(args)) return 0;
+  if (cl.app().count("--layers") > 0) opt.places = split_commas(layers);
+  if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
   CMHA_CHECK(!input.empty(), "cmha compress needs a checkpoint (try 'cmha compress --help')");
   CMHA_CHECK(opt.shared_dim > 0, "cmha compress needs --key-dim D");
   CMHA_CHECK(!out.empty(), "cmha compress needs -o OUT");
-  CMHA_CHECK(opt.als.init == "svd" || opt.als.init == "random",
-             "option '--init' is 'svd' or 'random', not '" + opt.als.init + "'");
   const train::Checkpoint in = train::load_checkpoint(input);
   std::printf("%-32s %6s %6s %9s %10s %8s\n", "layer", "D_k", "D~k", "CP-ALS", "rel.error", "seconds");
   double total = 0;

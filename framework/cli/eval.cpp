@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <map>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "data/image_dataset.h"
 #include "data/image_loader.h"
 #include "tensor/error.h"
@@ -20,68 +20,47 @@
 namespace cmha::cli {
 namespace {
 
-const char* kEvalUsage =
-    "usage: cmha eval CHECKPOINT [--data DIR] [--ema] [--json] [--batch-size N] [--threads T]\n"
-    "                 [data.key=value ...]\n"
-    "\n"
+const char* kEvalDescription =
     "Scores an image classification checkpoint on the validation split of its\n"
     "recipe (IDX data.valid_images/valid_labels, or <data.root>/<data.valid_dir>\n"
     "for an ImageFolder; data.* overrides change them), through the recipe's\n"
     "evaluation transform (ImageNet: resize 256 bicubic, centre crop 224,\n"
     "normalise): one line with top-1 and top-5 accuracy (%) and the mean\n"
-    "cross-entropy.\n"
-    "\n"
-    "options:\n"
-    "  --data DIR      score an ImageFolder DIR/<class>/<image> instead; it must have\n"
-    "                  the model's model.num_classes class folders, named as in training\n"
-    "  --ema           score the exponential moving average of the weights\n"
-    "  --json          print one JSON object instead of the line\n"
-    "  --batch-size N  images per forward pass (default: the recipe's data.batch_size)\n"
-    "  --threads T     CPU threads (default: the recipe's train.threads)\n"
-    "  -h, --help      show this help\n";
+    "cross-entropy.\n";
 
 }  // namespace
 
 int eval_command(const Args& args) {
-  std::string path;
-  std::vector<std::string> overrides;
+  std::vector<std::string> positionals;
   std::string folder;
   bool ema = false, json = false;
   long long batch_size = 0, threads = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kEvalUsage, stdout);
-      return 0;
-    } else if (a == "--data") {
-      folder = option_value(args, i, "eval");
-    } else if (a == "--ema") {
-      ema = true;
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--batch-size") {
-      batch_size = parse_int(option_value(args, i, "eval"), a, 1, 1 << 20);
-    } else if (a == "--threads") {
-      threads = parse_int(option_value(args, i, "eval"), a, 1, 4096);
-    } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option '" + a + "' for 'cmha eval' (try 'cmha eval --help')");
-    } else if (a.find('=') != std::string::npos) {
-      // The architecture comes from the checkpoint; only where the data lives may change.
-      CMHA_CHECK(a.rfind("data.", 0) == 0, "cmha eval takes only data.* overrides (the model is the checkpoint's), got '" + a + "'");
-      overrides.push_back(a);
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      throw Error("cmha eval takes one checkpoint, got '" + path + "' and '" + a + "'");
-    }
-  }
+  CommandLine cl("eval", kEvalDescription);
+  cl.app().add_option("checkpoint", positionals, "the checkpoint, and data.key=value overrides of its recipe")
+      ->type_name("CHECKPOINT [data.key=value ...]");
+  cl.app().add_option("--data", folder,
+                      "score an ImageFolder DIR/<class>/<image> instead; it must have the model's model.num_classes "
+                      "class folders, named as in training")
+      ->type_name("DIR");
+  cl.app().add_flag("--ema", ema, "score the exponential moving average of the weights");
+  cl.app().add_flag("--json", json, "print one JSON object instead of the line");
+  cl.app().add_option("--batch-size", batch_size, "images per forward pass (default: the recipe's data.batch_size)")
+      ->check(whole_number(1, 1 << 20))->type_name("N");
+  cl.app().add_option("--threads", threads, "CPU threads (default: the recipe's train.threads)")
+      ->check(whole_number(1, 4096))->type_name("T");
+  if (!cl.parse(args)) return 0;
+  const auto [path, overrides] = split_overrides(positionals, "eval", "checkpoint");
+  // The architecture comes from the checkpoint; only where the data lives may change.
+  for (const std::string& o : overrides)
+    CMHA_CHECK(o.rfind("data.", 0) == 0, "cmha eval takes only data.* overrides (the model is the checkpoint's), got '" + o + "'");
   CMHA_CHECK(!path.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
   CMHA_CHECK(std::filesystem::exists(path), "checkpoint '" + path + "' does not exist");  // the loader names a directory
   const train::Checkpoint ckpt = train::load_checkpoint(path);
-  const train::Recipe recipe = train::Recipe::parse(ckpt.recipe, path + " (recipe)", overrides);
-  const std::string task = recipe.string("train.task");
+  // The model first: image data.* overrides on a translation model's recipe would be refused for that less clearly.
+  const std::string task = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)").string("train.task");
   CMHA_CHECK(task != "translation", "checkpoint '" + path +
                                         "' is a translation model; score it with 'cmha translate' and 'cmha bleu'");
+  const train::Recipe recipe = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)", overrides);
   CMHA_CHECK(task == "image_classification" && recipe.string("model.kind") == "vit",
              "checkpoint '" + path + "' is a " + recipe.string("model.kind") + " for " + task +
                  ", not an image classifier (model.kind vit)");

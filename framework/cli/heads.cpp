@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "compress/head_energy.h"
 #include "tensor/error.h"
 
@@ -15,40 +15,26 @@ namespace cmha::cli {
 
 namespace {
 
-const char* kHeadsUsage =
-    "usage: cmha heads CKPT [-o OUT.png] [--json OUT.json] [--no-plot]\n"
-    "\n"
+const char* kHeadsDescription =
     "For every concat or collaborative attention layer of a checkpoint: the\n"
     "energy (sum of squared singular values) captured by the leading principal\n"
     "components of the concatenated query projection W_Q, of W_K, and of the\n"
     "per-head products W_Q^(i) W_K^(i)^T stacked across heads (Cordonnier et al.\n"
     "2020, Figure 1). Prints the dimensions holding 90 % and 95 % of each, and\n"
-    "draws the cumulative curves (python3 + matplotlib).\n"
-    "\n"
-    "options:\n"
-    "  -o, --output OUT.png  the plot to write (default heads.png)\n"
-    "  --json OUT.json       also write the curves as JSON\n"
-    "  --no-plot             print the table only\n"
-    "  -h, --help            show this help\n";
+    "draws the cumulative curves (python3 + matplotlib).\n";
 
 }  // namespace
 
 int heads_command(const Args& args) {
   std::string input, png = "heads.png", json_path;
-  bool plot = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kHeadsUsage, stdout);
-      return 0;
-    }
-    if (a == "-o" || a == "--output") png = option_value(args, i, "heads");
-    else if (a == "--json") json_path = option_value(args, i, "heads");
-    else if (a == "--no-plot") plot = false;
-    else if (!a.empty() && a[0] == '-') throw Error("unknown option '" + a + "' for 'cmha heads' (try 'cmha heads --help')");
-    else if (input.empty()) input = a;
-    else throw Error("cmha heads takes one checkpoint, got '" + input + "' and '" + a + "'");
-  }
+  bool no_plot = false;
+  CommandLine cl("heads", kHeadsDescription);
+  cl.app().add_option("checkpoint", input, "the checkpoint")->type_name("CKPT");
+  cl.app().add_option("-o,--output", png, "the plot to write")->type_name("OUT.png")->capture_default_str();
+  cl.app().add_option("--json", json_path, "also write the curves as JSON")->type_name("OUT.json");
+  cl.app().add_flag("--no-plot", no_plot, "print the table only");
+  if (!cl.parse(args)) return 0;
+  const bool plot = !no_plot;
   CMHA_CHECK(!input.empty(), "cmha heads needs a checkpoint (try 'cmha heads --help')");
   const auto layers = compress::checkpoint_head_energy(train::load_checkpoint(input), input);
 

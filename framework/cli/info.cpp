@@ -1,12 +1,15 @@
-// cmha info: what this build of cmha can use on this machine.
+// cmha info: what a checkpoint holds, or what this build of cmha can use on this machine.
 #include <dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "nn/attention/registry.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -23,16 +26,11 @@
 namespace cmha::cli {
 namespace {
 
-const char* kInfoUsage =
-    "usage: cmha info [CHECKPOINT] [--devices]\n"
-    "\n"
+const char* kInfoDescription =
     "With a checkpoint: what it holds (model, attention types, parameters, update,\n"
-    "optimiser and EMA state, the recipe). Without: the build of cmha and the\n"
-    "devices it can use here.\n"
-    "\n"
-    "options:\n"
-    "  --devices   show only the devices: CPU threads, oneDNN, CUDA GPUs\n"
-    "  -h, --help  show this help\n";
+    "optimiser and EMA state, the recipe), or with --tensors its tensors, or with\n"
+    "--json all of it as one JSON object. Without: the build of cmha and the\n"
+    "devices it can use here.\n";
 
 void print_devices() {
   std::printf("cpu: %d OpenMP threads (%u hardware threads; set OMP_NUM_THREADS or --threads to change)\n",
@@ -49,14 +47,79 @@ void print_devices() {
 #endif
 }
 
-void print_checkpoint(const std::string& path) {
-  const train::Checkpoint c = train::load_checkpoint(path);
-  const train::Recipe r = train::Recipe::parse(c.recipe, path + " (recipe)");
+// Every tensor the file stores, under its name there ("ema.<name>", "optimizer.<state>.<name>").
+struct StoredTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+};
+std::vector<StoredTensor> stored_tensors(const train::Checkpoint& c) {
+  std::vector<StoredTensor> out;
+  auto add = [&](const std::map<std::string, Tensor>& group, const std::string& prefix) {
+    for (const auto& [name, t] : group) out.push_back({prefix + name, dtype_name(t.dtype()), t.shape()});
+  };
+  add(c.weights, "");
+  add(c.optimizer, "optimizer.");
+  add(c.ema, "ema.");
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// One line a tensor: name, shape, dtype, in aligned columns.
+void print_tensors(const train::Checkpoint& c) {
+  const std::vector<StoredTensor> tensors = stored_tensors(c);
+  size_t name_width = 4, shape_width = 5;
+  for (const auto& t : tensors) {
+    name_width = std::max(name_width, t.name.size());
+    shape_width = std::max(shape_width, shape_text(t.shape).size());
+  }
+  std::printf("%-*s  %-*s  %s\n", static_cast<int>(name_width), "name", static_cast<int>(shape_width), "shape", "dtype");
+  for (const auto& t : tensors)
+    std::printf("%-*s  %-*s  %s\n", static_cast<int>(name_width), t.name.c_str(), static_cast<int>(shape_width),
+                shape_text(t.shape).c_str(), t.dtype.c_str());
+}
+
+int64_t parameter_count(const train::Checkpoint& c) {
   int64_t params = 0;
   for (const auto& [name, t] : c.weights) params += t.numel();
+  return params;
+}
+
+// The summary print_checkpoint shows, as JSON (in that order); the recipe typed as its keys are.
+nlohmann::ordered_json checkpoint_json(const std::string& path, const train::Checkpoint& c, const train::Recipe& r,
+                                       bool tensors) {
+  using Json = nlohmann::ordered_json;
+  const Json recipe = r.to_json();
+  Json attention = Json::object();
+  for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind")))
+    attention[place.name] = recipe["model"][place.name];
+  Json j = Json::object();
+  j["checkpoint"] = path;
+  j["model"] = {{"kind", r.string("model.kind")},
+                {"d_model", r.integer("model.d_model")},
+                {"parameters", parameter_count(c)},
+                {"weight_tensors", c.weights.size()}};
+  j["attention"] = attention;
+  j["trainer"] = Json::parse(c.trainer.dump());
+  j["optimizer_tensors"] = c.optimizer.size();
+  j["ema_tensors"] = c.ema.size();
+  j["recipe"] = recipe;
+  if (tensors) {
+    j["tensors"] = Json::array();
+    for (const auto& t : stored_tensors(c)) j["tensors"].push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}});
+  }
+  return j;
+}
+
+void print_checkpoint(const std::string& path, const train::Checkpoint& c, const train::Recipe& r) {
   std::printf("checkpoint: %s\n", path.c_str());
   std::printf("model: %s, d_model %lld, %lld parameters in %zu tensors\n", r.string("model.kind").c_str(),
-              static_cast<long long>(r.integer("model.d_model")), static_cast<long long>(params), c.weights.size());
+              static_cast<long long>(r.integer("model.d_model")), static_cast<long long>(parameter_count(c)),
+              c.weights.size());
   for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind"))) {
     const auto a = train::attention_config(r, "model." + place.name);
     const nn::AttentionType* type = nn::find_attention_type(a.type);
@@ -74,25 +137,34 @@ void print_checkpoint(const std::string& path) {
   if (t.contains("averaged_from")) std::printf("averaged from: %s\n", t["averaged_from"].dump().c_str());
   if (t.contains("compressed_from")) std::printf("compressed from: %s\n", t["compressed_from"].dump().c_str());
   if (t.contains("imported_from")) std::printf("imported from: %s (%s)\n", t["imported_from"].dump().c_str(), t.value("import_format", "?").c_str());
-  std::printf("recipe:\n%s", c.recipe.c_str());
+  std::printf("recipe:\n%s", r.dump().c_str());
 }
 
 }  // namespace
 
 int info_command(const Args& args) {
-  bool devices_only = false;
+  bool devices_only = false, tensors = false, json = false;
   std::string checkpoint;
-  for (const std::string& a : args) {
-    if (a == "-h" || a == "--help") {
-      std::fputs(kInfoUsage, stdout);
-      return 0;
-    }
-    if (a == "--devices") devices_only = true;
-    else if (!a.empty() && a[0] != '-' && checkpoint.empty()) checkpoint = a;
-    else throw Error("unknown option '" + a + "' for 'cmha info' (try 'cmha info --help')");
-  }
+  CommandLine cl("info", kInfoDescription);
+  cl.app().add_option("checkpoint", checkpoint, "the checkpoint to describe")->type_name("[CKPT]");
+  cl.app().add_flag("--devices", devices_only, "show only the devices: CPU threads, oneDNN, CUDA GPUs");
+  cl.app().add_flag("--tensors", tensors,
+                    "list the checkpoint's tensors instead, one a line: name (as stored: ema.*, optimizer.* for "
+                    "the EMA and optimiser state), shape, dtype");
+  cl.app().add_flag("--json", json,
+                    "print the checkpoint's summary as one JSON object: model, attention places, parameters, "
+                    "trainer state, recipe, and with --tensors the tensors");
+  if (!cl.parse(args)) return 0;
+  CMHA_CHECK(checkpoint.empty() || !devices_only, "cmha info --devices shows this machine, not a checkpoint: drop '" +
+                                                      checkpoint + "' or --devices");
+  CMHA_CHECK(!checkpoint.empty() || !(tensors || json),
+             std::string("cmha info ") + (json ? "--json" : "--tensors") + " describes a checkpoint: give one");
   if (!checkpoint.empty()) {
-    print_checkpoint(checkpoint);
+    const train::Checkpoint c = train::load_checkpoint(checkpoint);
+    const train::Recipe r = train::Recipe::parse_stored(c.recipe, checkpoint + " (recipe)");
+    if (json) std::printf("%s\n", checkpoint_json(checkpoint, c, r, tensors).dump(2).c_str());
+    else if (tensors) print_tensors(c);
+    else print_checkpoint(checkpoint, c, r);
     return 0;
   }
   if (!devices_only) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "data/text_corpus.h"
 #include "tensor/error.h"
 #include "train/translator.h"
@@ -15,48 +15,32 @@
 namespace cmha::cli {
 
 namespace {
-const char* kScoreUsage =
-    "usage: cmha score CKPT --src FILE --tgt FILE [--max-tokens N] [--max-source-tokens N]\n"
-    "                  [--spm FILE] [--threads T]\n"
-    "\n"
+const char* kScoreDescription =
     "Prints, for each line pair, the natural-log probability the model gives the\n"
     "target line as a translation of the source line (sum over its SentencePiece\n"
     "pieces and the end of sentence) and its length in pieces, tab-separated, in\n"
-    "input order. A summary (per-piece loss, perplexity) goes to standard error.\n"
-    "\n"
-    "options:\n"
-    "  --src FILE       source sentences, one per line\n"
-    "  --tgt FILE       target sentences, line-aligned with --src\n"
-    "  --max-tokens N   tokens per batch, padding included (default 4096)\n"
-    "  --max-source-tokens N\n"
-    "                   longest line of either side in pieces, end of sentence included: a\n"
-    "                   longer one is an error naming it, as its score would be wrong cut\n"
-    "                   (default: the recipe's eval.max_source_tokens, as cmha translate)\n"
-    "  --spm FILE       SentencePiece model (default: spm.model next to CKPT)\n"
-    "  --threads T      CPU threads (default: all cores, or OMP_NUM_THREADS)\n"
-    "  -h, --help       show this help\n";
+    "input order. A summary (per-piece loss, perplexity) goes to standard error.\n";
 }  // namespace
 
 int score_command(const Args& args) {
   std::string checkpoint, src_path, tgt_path;
   train::TranslatorOptions opt;
   long long threads = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kScoreUsage, stdout);
-      return 0;
-    }
-    if (a == "--src") src_path = option_value(args, i, "score");
-    else if (a == "--tgt") tgt_path = option_value(args, i, "score");
-    else if (a == "--max-tokens") opt.max_tokens = parse_int(option_value(args, i, "score"), a, 1, 1LL << 40);
-    else if (a == "--max-source-tokens") opt.max_source_tokens = parse_int(option_value(args, i, "score"), a, 1, 1 << 20);
-    else if (a == "--spm") opt.spm_path = option_value(args, i, "score");
-    else if (a == "--threads") threads = parse_int(option_value(args, i, "score"), a, 1, 4096);
-    else if (!a.empty() && a[0] == '-') throw Error("unknown option '" + a + "' for 'cmha score'");
-    else if (checkpoint.empty()) checkpoint = a;
-    else throw Error("cmha score takes one checkpoint, got '" + checkpoint + "' and '" + a + "'");
-  }
+  CommandLine cl("score", kScoreDescription);
+  cl.app().add_option("checkpoint", checkpoint, "the translation checkpoint")->type_name("CKPT");
+  cl.app().add_option("--src", src_path, "source sentences, one per line")->type_name("FILE");
+  cl.app().add_option("--tgt", tgt_path, "target sentences, line-aligned with --src")->type_name("FILE");
+  cl.app().add_option("--max-tokens", opt.max_tokens, "tokens per batch, padding included")
+      ->check(whole_number(1, 1LL << 40))->type_name("N")->capture_default_str();
+  cl.app().add_option("--max-source-tokens", opt.max_source_tokens,
+                      "longest line of either side in pieces, end of sentence included: a longer one is an error "
+                      "naming it, as its score would be wrong cut (default: the recipe's eval.max_source_tokens, as "
+                      "cmha translate)")
+      ->check(whole_number(1, 1 << 20))->type_name("N");
+  cl.app().add_option("--spm", opt.spm_path, "SentencePiece model (default: spm.model next to CKPT)")->type_name("FILE");
+  cl.app().add_option("--threads", threads, "CPU threads (default: all cores, or OMP_NUM_THREADS)")
+      ->check(whole_number(1, 4096))->type_name("T");
+  if (!cl.parse(args)) return 0;
   CMHA_CHECK(!checkpoint.empty(), "cmha score needs a checkpoint (try 'cmha score --help')");
   CMHA_CHECK(!src_path.empty() && !tgt_path.empty(), "cmha score needs both --src FILE and --tgt FILE");
   if (threads > 0) omp_set_num_threads(static_cast<int>(threads));

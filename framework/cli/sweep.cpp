@@ -1,9 +1,12 @@
-// cmha sweep RECIPE --grid KEY=V1,V2 [--grid ...] --metric NAME -o DIR [--x KEY] [--threads T] [--jobs N] [key.path=value ...]
+// cmha sweep RECIPE --grid KEY=V1,V2 [--grid ...] --metric NAME -o DIR [--x KEY] [--threads T] [--jobs N]
+//            [--rerun-changed] [key.path=value ...]
 // Trains the recipe once per grid point, each run in DIR/<point name>/ as a
 // separate `cmha train --resume` process (up to --jobs at once), then tabulates the runs'
 // results.json (DIR/sweep.csv, DIR/sweep.md) and plots the metric against
 // one numeric axis (DIR/sweep.png, through plot_sweep.py and matplotlib).
-// Runs that already have results.json are skipped, so a sweep resumes.
+// Runs that already have results.json are skipped, so a sweep resumes; a run
+// directory holding a run of another recipe is refused (or, with
+// --rerun-changed, trained afresh with `cmha train --overwrite`).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <csignal>
@@ -21,7 +24,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "tensor/error.h"
 #include "train/recipe.h"
 #include "train/run_results.h"
@@ -32,29 +35,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kSweepUsage =
-    "usage: cmha sweep RECIPE --grid KEY=V1,V2,... [--grid ...] --metric NAME -o DIR\n"
-    "                  [--x KEY] [--threads T] [--jobs N] [key.path=value ...]\n"
-    "\n"
+const char* kSweepDescription =
     "Trains RECIPE once per combination of the grid values, each run in\n"
     "DIR/<name>/ (train.save_dir), e.g. DIR/type-concat_key_dim-64. Each run's\n"
     "final evaluation (results.json) is gathered into DIR/sweep.csv and\n"
     "DIR/sweep.md, and NAME is plotted against the x axis in DIR/sweep.png, one\n"
     "line per combination of the other axes. Runs that already have results.json\n"
     "are skipped, and an unfinished run resumes from its latest checkpoint, so\n"
-    "running the same command again continues an interrupted sweep.\n"
-    "\n"
-    "options:\n"
-    "  --grid KEY=V1,V2,...  a recipe key and its values (repeatable)\n"
-    "  --metric NAME         the results.json key to compare (top1, bleu, ...)\n"
-    "  -o, --output DIR      the sweep directory\n"
-    "  --x KEY               the grid key on the plot's x axis (default: the last numeric one)\n"
-    "  --threads T           CPU threads of each run (default: the cores / N)\n"
-    "  --jobs N              runs trained at the same time (default 1); with more\n"
-    "                        than one, each run writes its messages to\n"
-    "                        DIR/<name>/train.log instead of the terminal\n"
-    "  key.path=value        overrides applied to every run\n"
-    "  -h, --help            show this help\n";
+    "running the same command again continues an interrupted sweep. A run\n"
+    "directory that holds a run of another recipe (its recipe.yaml differs from\n"
+    "the point's, e.g. after the recipe file changed) is refused, naming the first\n"
+    "differing key, unless --rerun-changed trains it afresh.\n";
 
 // The path of the running cmha, to start the runs with the same build.
 std::string self_path() {
@@ -127,39 +118,36 @@ void write_file(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int sweep_command(const Args& args) {
-  std::string recipe_path, metric, out_dir, x_key;
-  std::vector<std::string> overrides;
-  std::vector<train::GridAxis> axes;
+  std::vector<std::string> positionals, grids;
+  std::string metric, out_dir, x_key;
   long long threads = 0, jobs = 1;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kSweepUsage, stdout);
-      return 0;
-    } else if (a == "--grid") {
-      axes.push_back(train::parse_grid_axis(option_value(args, i, "sweep")));
-    } else if (a == "--metric") {
-      metric = option_value(args, i, "sweep");
-    } else if (a == "-o" || a == "--output") {
-      out_dir = option_value(args, i, "sweep");
-    } else if (a == "--x") {
-      x_key = option_value(args, i, "sweep");
-    } else if (a == "--threads") {
-      threads = parse_int(option_value(args, i, "sweep"), a, 1, 4096);
-    } else if (a == "--jobs") {
-      jobs = parse_int(option_value(args, i, "sweep"), a, 1, 4096);
-    } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option '" + a + "' for 'cmha sweep' (try 'cmha sweep --help')");
-    } else if (a.find('=') != std::string::npos) {
-      CMHA_CHECK(a.rfind("train.save_dir=", 0) != 0,
-                 "cmha sweep sets train.save_dir of each run itself (DIR/<name>); drop '" + a + "'");
-      overrides.push_back(a);
-    } else if (recipe_path.empty()) {
-      recipe_path = a;
-    } else {
-      throw Error("cmha sweep takes one recipe, got '" + recipe_path + "' and '" + a + "'");
-    }
-  }
+  bool rerun_changed = false;
+  CommandLine cl("sweep", kSweepDescription);
+  cl.app().add_option("recipe", positionals, "the recipe file, and key.path=value overrides applied to every run")
+      ->type_name("RECIPE [key.path=value ...]");
+  cl.app().add_option("--grid", grids, "a recipe key and its values (repeatable)")
+      ->type_name("KEY=V1,V2,...")->allow_extra_args(false);
+  cl.app().add_option("--metric", metric, "the results.json key to compare (top1, bleu, ...)")->type_name("NAME");
+  cl.app().add_option("-o,--output", out_dir, "the sweep directory")->type_name("DIR");
+  cl.app().add_option("--x", x_key, "the grid key on the plot's x axis (default: the last numeric one)")->type_name("KEY");
+  cl.app().add_option("--threads", threads, "CPU threads of each run (default: the cores / N)")
+      ->check(whole_number(1, 4096))->type_name("T");
+  cl.app().add_option("--jobs", jobs,
+                      "runs trained at the same time; with more than one, each run writes its messages to "
+                      "DIR/<name>/train.log instead of the terminal")
+      ->check(whole_number(1, 4096))->type_name("N")->capture_default_str();
+  cl.app().add_flag("--rerun-changed", rerun_changed,
+                    "train afresh (deleting its checkpoints and results) each run whose directory holds a run of "
+                    "a different recipe, instead of refusing");
+  if (!cl.parse(args)) return 0;
+  const FileAndOverrides given = split_overrides(positionals, "sweep", "recipe");
+  const std::string& recipe_path = given.file;
+  const std::vector<std::string>& overrides = given.overrides;
+  for (const std::string& o : overrides)
+    CMHA_CHECK(o.rfind("train.save_dir=", 0) != 0,
+               "cmha sweep sets train.save_dir of each run itself (DIR/<name>); drop '" + o + "'");
+  std::vector<train::GridAxis> axes;
+  for (const std::string& g : grids) axes.push_back(train::parse_grid_axis(g));
   CMHA_CHECK(!recipe_path.empty(), "cmha sweep needs a recipe (try 'cmha sweep --help')");
   CMHA_CHECK(!axes.empty(), "cmha sweep needs at least one --grid KEY=V1,V2,...");
   CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
@@ -176,11 +164,20 @@ int sweep_command(const Args& args) {
   for (const auto& a : axes) x_known = x_known || a.key == x_key;
   CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys");
 
-  // Every point's recipe is checked before the first run starts, so a bad value fails in seconds, not hours.
-  for (const auto& p : points) {
+  // Every point's recipe is checked before the first run starts, so a bad value fails in seconds, not hours;
+  // and so is every run directory that holds a run: of this point's recipe, or it is refused (or trained afresh).
+  std::vector<bool> afresh(points.size(), false);
+  for (size_t k = 0; k < points.size(); ++k) {
     std::vector<std::string> all = overrides;
-    all.insert(all.end(), p.overrides.begin(), p.overrides.end());
-    train::Recipe::load(recipe_path, all);
+    all.insert(all.end(), points[k].overrides.begin(), points[k].overrides.end());
+    const train::Recipe recipe = train::Recipe::load(recipe_path, all);
+    const std::string run_dir = (fs::path(out_dir) / points[k].name).string();
+    const std::string stale = train::stale_run_reason(run_dir, recipe);
+    if (stale.empty()) continue;
+    CMHA_CHECK(rerun_changed, "the run directory '" + run_dir + "' holds a run of a different recipe (" + stale +
+                                  "): pass --rerun-changed to train it afresh, deleting that run, or sweep into "
+                                  "another -o DIR");
+    afresh[k] = true;
   }
   fs::create_directories(out_dir);
   const std::string self = self_path();
@@ -208,13 +205,13 @@ int sweep_command(const Args& args) {
   for (size_t k = 0; k < points.size() && !interrupted() && !run_interrupted; ++k) {
     const auto& p = points[k];
     const std::string run_dir = (fs::path(out_dir) / p.name).string();
-    if (fs::exists(train::run_results_path(run_dir))) {
+    if (!afresh[k] && fs::exists(train::run_results_path(run_dir))) {
       std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s has results.json, skipped\n", k + 1, points.size(), p.name.c_str());
       continue;
     }
     while (static_cast<long long>(running.size()) >= jobs) reap_one();
     if (interrupted() || run_interrupted) break;
-    std::vector<std::string> argv{self, "train", recipe_path, "--resume"};
+    std::vector<std::string> argv{self, "train", recipe_path, afresh[k] ? "--overwrite" : "--resume"};
     if (threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     argv.insert(argv.end(), overrides.begin(), overrides.end());
     argv.insert(argv.end(), p.overrides.begin(), p.overrides.end());
@@ -224,7 +221,8 @@ int sweep_command(const Args& args) {
       fs::create_directories(run_dir);
       log = (fs::path(run_dir) / "train.log").string();
     }
-    std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s%s\n", k + 1, points.size(), p.name.c_str(),
+    std::fprintf(stderr, "cmha sweep: [%zu/%zu] %s%s%s\n", k + 1, points.size(), p.name.c_str(),
+                 afresh[k] ? " (afresh: its directory held a run of a different recipe)" : "",
                  log.empty() ? "" : (" started, messages in " + log).c_str());
     running.emplace(start_process(argv, log), k);
   }

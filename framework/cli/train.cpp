@@ -1,4 +1,4 @@
-// cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [key.path=value ...]
+// cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [--threads T] [key.path=value ...]
 #include <omp.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "cli/commands.h"
+#include "cli/command_line.h"
 #include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/device.h"
@@ -23,14 +23,13 @@
 namespace cmha::cli {
 namespace {
 
-const char* kTrainUsage =
-    "usage: cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [--threads T] [key.path=value ...]\n"
-    "\n"
+const char* kTrainDescription =
     "Trains the model a YAML recipe describes; without one, the built-in recipe\n"
     "recipes/local/en_de_transformer_small.yaml (a small collaborative-attention\n"
     "transformer on the local English-German corpus of data/prepare_local_en_de.sh,\n"
     "then averaged, beam-searched and BLEU-scored on its test split).\n"
-    "key.path=value overrides any recipe key.\n"
+    "key.path=value overrides any recipe key; 'cmha train RECIPE --help' shows the\n"
+    "keys RECIPE's model and task read, with their resolved values.\n"
     "\n"
     "Data parallel: 'mpirun -np N cmha train RECIPE' (or srun under Slurm) trains\n"
     "on N processes, each on 1/N of every batch; see train.dist_* below.\n"
@@ -38,25 +37,38 @@ const char* kTrainUsage =
     "The run directory (train.save_dir) belongs to one run: a fresh start into a\n"
     "directory that holds a run (checkpoints, metrics.jsonl, results.json) is\n"
     "refused, and so is a second process on a directory in use (DIR/.lock).\n"
-    "Temporaries of saves killed mid-write (*.tmp.PID of a dead PID) are removed.\n"
-    "\n"
-    "options:\n"
-    "  --resume        continue from the latest checkpoint in train.save_dir (afresh\n"
-    "                  when it has none); without RECIPE, with the directory's own\n"
-    "                  recipe (DIR/recipe.yaml) and the overrides given\n"
-    "  --overwrite     start afresh in a directory that holds a run: DELETES that\n"
-    "                  run's checkpoints, metrics.jsonl, results.json, recipe.yaml,\n"
-    "                  spm.model, cache/ and test.*.hyp first (other files stay)\n"
-    "  --dump-config   print the resolved recipe (every key) and exit\n"
-    "  --threads T     CPU threads (overrides train.threads)\n"
-    "  -h, --help      this help and every recipe key\n";
+    "Temporaries of saves killed mid-write (*.tmp.PID of a dead PID) are removed.\n";
 
+// "a string, relu" and the choices: what a key takes, for --help.
+std::string key_values(const train::OptionSpec& spec) {
+  std::string out = train::option_type_name(spec.type);
+  if (!spec.choices.empty()) {
+    out = "one of";
+    for (size_t i = 0; i < spec.choices.size(); ++i) out += (i == 0 ? " " : "|") + spec.choices[i];
+  }
+  return out;
+}
+
+// Every key of the registry: what it takes, its default, whom it is for, its help.
 void print_keys() {
-  std::printf("\nrecipe keys (type, default: help):\n");
+  std::printf("\nrecipe keys (values, default: help [the models and tasks that read it, when not all]):\n");
   for (const auto& spec : train::option_registry()) {
     const std::string def = spec.default_value.empty() ? "inherits " + spec.inherit_from : spec.default_value;
-    std::printf("  %-36s %s, %s: %s\n", spec.path.c_str(), train::option_type_name(spec.type), def.c_str(),
-                spec.help.c_str());
+    const std::string who = train::option_applies_to(spec);
+    std::printf("  %-36s %s, %s: %s%s\n", spec.path.c_str(), key_values(spec).c_str(), def.c_str(), spec.help.c_str(),
+                who.empty() ? "" : (" [" + who + "]").c_str());
+  }
+}
+
+// The keys `recipe` reads, with their resolved values and where each was set.
+void print_resolved_keys(const train::Recipe& recipe, const std::string& name) {
+  std::printf("\nrecipe keys of %s (model.kind %s, train.task %s), resolved (value  help  [where set]):\n", name.c_str(),
+              recipe.string("model.kind").c_str(), recipe.string("train.task").c_str());
+  for (const auto& spec : train::option_registry()) {
+    if (!recipe.reads(spec.path)) continue;
+    const std::string where = recipe.origin(spec.path);
+    std::printf("  %-36s %-14s %s%s\n", spec.path.c_str(), recipe.text(spec.path).c_str(), spec.help.c_str(),
+                where == "default" ? "" : ("  [" + where + "]").c_str());
   }
 }
 
@@ -66,53 +78,55 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
 }  // namespace
 
 int train_command(const Args& args) {
-  std::string recipe_path;
-  std::vector<std::string> overrides;
+  std::vector<std::string> positionals;
   bool resume = false, overwrite = false, dump = false;
   long long threads = -1;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kTrainUsage, stdout);
-      print_keys();
-      return 0;
-    } else if (a == "--resume") {
-      resume = true;
-    } else if (a == "--overwrite") {
-      overwrite = true;
-    } else if (a == "--dump-config") {
-      dump = true;
-    } else if (a == "--threads") {
-      threads = parse_int(option_value(args, i, "train"), a, 1, 4096);
-    } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option '" + a + "' for 'cmha train' (try 'cmha train --help')");
-    } else if (a.find('=') != std::string::npos) {
-      overrides.push_back(a);
-    } else if (recipe_path.empty()) {
-      recipe_path = a;
-    } else {
-      throw Error("cmha train takes one recipe, got '" + recipe_path + "' and '" + a + "'");
-    }
+  CommandLine cl("train", kTrainDescription);
+  cl.app().add_option("recipe", positionals, "the recipe file, and key.path=value overrides of its keys")
+      ->type_name("[RECIPE] [key.path=value ...]");
+  cl.app().add_flag("--resume", resume,
+                    "continue from the latest checkpoint in train.save_dir (afresh when it has none); without "
+                    "RECIPE, with the directory's own recipe (DIR/recipe.yaml) and the overrides given");
+  cl.app().add_flag("--overwrite", overwrite,
+                    "start afresh in a directory that holds a run: DELETES that run's checkpoints, metrics.jsonl, "
+                    "results.json, recipe.yaml, spm.model, cache/ and test.*.hyp first (other files stay)");
+  cl.app().add_flag("--dump-config", dump, "print the resolved recipe (the keys its model and task read) and exit");
+  cl.app().add_option("--threads", threads, "CPU threads (overrides train.threads)")
+      ->check(whole_number(1, 4096))->type_name("T");
+  const bool run = cl.parse(args);
+  const FileAndOverrides given = split_overrides(positionals, "train", "recipe");
+  std::string recipe_path = given.file;
+  const std::vector<std::string>& overrides = given.overrides;
+  if (!run) {
+    if (recipe_path.empty()) print_keys();
+    else print_resolved_keys(train::Recipe::load(recipe_path, overrides), recipe_path);
+    return 0;
   }
   CMHA_CHECK(!(resume && overwrite), "--resume continues the run in train.save_dir and --overwrite "
                                      "deletes it: give one of them");
-  train::Recipe recipe = recipe_path.empty()
-                             ? train::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
-                             : train::Recipe::load(recipe_path, overrides);
+  std::optional<train::Recipe> loaded;
   if (resume && recipe_path.empty()) {
-    // Continue the run's own recipe, not the built-in one it may never have used.
-    const std::string stored = (std::filesystem::path(recipe.string("train.save_dir")) / "recipe.yaml").string();
+    // Continue the run's own recipe, not the built-in one it may never have used (whose keys the overrides may not fit).
+    std::vector<std::string> dir_override;
+    for (const std::string& o : overrides)
+      if (o.rfind("train.save_dir=", 0) == 0) dir_override.push_back(o);
+    const std::string dir =
+        train::Recipe::parse(default_recipe_text(), default_recipe_name(), dir_override).string("train.save_dir");
+    const std::string stored = (std::filesystem::path(dir) / "recipe.yaml").string();
     if (std::filesystem::is_regular_file(stored)) {
       recipe_path = stored;
-      recipe = train::Recipe::load(recipe_path, overrides);
+      loaded = train::Recipe::load_stored(recipe_path, overrides);
     } else {
       // Only the built-in recipe's own run may resume without a recipe file.
       const std::string own = train::Recipe::parse(default_recipe_text(), default_recipe_name(), {}).string("train.save_dir");
-      CMHA_CHECK(recipe.string("train.save_dir") == own,
-                 "--resume without a recipe continues the run in train.save_dir '" + recipe.string("train.save_dir") +
-                     "', but it holds no run (no " + stored + "): give the recipe too");
+      CMHA_CHECK(dir == own, "--resume without a recipe continues the run in train.save_dir '" + dir +
+                                 "', but it holds no run (no " + stored + "): give the recipe too");
     }
   }
+  if (!loaded)
+    loaded = recipe_path.empty() ? train::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
+                                 : train::Recipe::load(recipe_path, overrides);
+  const train::Recipe& recipe = *loaded;
   const train::RunStart start = resume ? train::RunStart::resume
                                        : (overwrite ? train::RunStart::overwrite : train::RunStart::fresh);
   if (dump) {

@@ -120,7 +120,7 @@ LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::str
 train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::string& path, const CompressOptions& opt,
                                       const std::function<void(const LayerReport&)>& on_layer) {
   CMHA_CHECK(opt.shared_dim > 0, "the shared key width D̃k must be positive, got " + std::to_string(opt.shared_dim));
-  const train::Recipe recipe = train::Recipe::parse(in.recipe, path + " (recipe)");
+  const train::Recipe recipe = train::Recipe::parse_stored(in.recipe, path + " (recipe)");
   const int64_t d_model = recipe.integer("model.d_model");
   train::Checkpoint out;
   out.weights = in.weights;
@@ -142,7 +142,7 @@ train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::st
     // weights replace any initialisation, so only the check matters.
     if (written % a.heads != 0) overrides.push_back(place.key() + ".mixing_init=normal");
   }
-  out.recipe = train::Recipe::parse(in.recipe, path + " (recipe)", overrides).dump();
+  out.recipe = train::Recipe::parse_stored(in.recipe, path + " (recipe)", overrides).dump();
   out.trainer = in.trainer;
   out.trainer["compressed_from"] = path;
   return out;

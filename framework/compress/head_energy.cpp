@@ -50,7 +50,7 @@ EnergyCurve energy_of_products(const Tensor& query_weight, const Tensor& key_wei
 }
 
 std::vector<LayerEnergy> checkpoint_head_energy(const train::Checkpoint& ckpt, const std::string& path) {
-  const train::Recipe r = train::Recipe::parse(ckpt.recipe, path + " (recipe)");
+  const train::Recipe r = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)");
   std::vector<LayerEnergy> out;
   for (const AttentionPlace& place : attention_places(r)) {
     const nn::AttentionConfig a = train::attention_config(r, place.key());

@@ -17,8 +17,8 @@ std::string finetune_recipe_path(const std::string& checkpoint) {
 std::string write_finetune_recipe(const std::string& checkpoint, const std::string& recipe_yaml) {
   const std::string path = finetune_recipe_path(checkpoint);
   const std::string stem = path.substr(0, path.size() - 5);
-  const Recipe finetune = Recipe::parse(recipe_yaml, checkpoint + " (recipe)",
-                                        {"train.init_from=" + checkpoint, "train.save_dir=" + stem + "_finetune"});
+  const Recipe finetune = Recipe::parse_stored(recipe_yaml, checkpoint + " (recipe)",
+                                               {"train.init_from=" + checkpoint, "train.save_dir=" + stem + "_finetune"});
   std::FILE* f = std::fopen(path.c_str(), "w");
   CMHA_CHECK(f, "cannot write the fine-tuning recipe '" + path + "'");
   const std::string text = finetune.dump();

@@ -24,14 +24,24 @@ OptionType option_type(nn::AttentionKeyType t) {
 // The attention keys (nn/attention/registry.h) under each place model.<place>;
 // a place that inherits has no defaults of its own: its unset keys take the
 // inherited place's value.
+// A place's keys are read by its model kind and by those of the places that
+// inherit it (model.attention: the ViT's, and the transformer's defaults).
 void add_attention_keys(std::vector<OptionSpec>& r) {
+  std::vector<std::string> all_kinds;
+  for (const nn::AttentionPlace& p : nn::attention_places())
+    if (std::find(all_kinds.begin(), all_kinds.end(), p.model_kind) == all_kinds.end()) all_kinds.push_back(p.model_kind);
   for (const nn::AttentionPlace& place : nn::attention_places()) {
     const std::string where =
         place.inherits.empty() ? "" : " (" + place.role + "; inherits model." + place.inherits + ")";
+    std::vector<std::string> kinds{place.model_kind};
+    for (const nn::AttentionPlace& p : nn::attention_places())
+      if (p.inherits == place.name && std::find(kinds.begin(), kinds.end(), p.model_kind) == kinds.end())
+        kinds.push_back(p.model_kind);
+    if (kinds.size() == all_kinds.size()) kinds.clear();
     for (const nn::AttentionKey& k : nn::attention_keys()) {
       OptionSpec s{"model." + place.name + "." + k.name, option_type(k.type),
                    place.inherits.empty() ? k.default_value : "", k.help + where,
-                   k.min.value_or(-kUnbounded), k.max.value_or(kUnbounded), k.choices, ""};
+                   k.min.value_or(-kUnbounded), k.max.value_or(kUnbounded), k.choices, "", kinds};
       if (!place.inherits.empty()) s.inherit_from = "model." + place.inherits + "." + k.name;
       r.push_back(std::move(s));
     }
@@ -40,9 +50,12 @@ void add_attention_keys(std::vector<OptionSpec>& r) {
 
 std::vector<OptionSpec> build() {
   std::vector<OptionSpec> r;
+  // Who reads the keys added next (OptionSpec::model_kinds, tasks): the code
+  // of those model kinds and tasks reads them, no other; empty = everyone.
+  std::vector<std::string> kinds, tasks;
   auto add = [&](const std::string& path, T type, const std::string& def, const std::string& help,
                  double lo = -kUnbounded, double hi = kUnbounded, std::vector<std::string> choices = {}) {
-    r.push_back(OptionSpec{path, type, def, help, lo, hi, std::move(choices), ""});
+    r.push_back(OptionSpec{path, type, def, help, lo, hi, std::move(choices), "", kinds, tasks});
   };
   // A string key that takes one of `choices`.
   auto choice = [&](const std::string& path, const std::string& def, const std::string& help,
@@ -52,11 +65,12 @@ std::vector<OptionSpec> build() {
   choice("model.kind", "transformer", "Model family", {"transformer", "vit"});
   add("model.d_model", T::integer, "512", "Model width", 1, 1 << 20);
   add("model.ffn_dim", T::integer, "2048", "Hidden width of the feed-forward blocks", 1, 1 << 22);
-  choice("model.activation", "relu", "Feed-forward activation", {"relu", "gelu"});
   add("model.dropout", T::real, "0.1", "Dropout on embeddings and residual branches", 0, 0.999);
-  add("model.activation_dropout", T::real, "0.0", "Dropout after the feed-forward activation", 0, 0.999);
   add("model.layer_norm_eps", T::real, "1e-5", "Epsilon of every LayerNorm", 0);
-  // Transformer
+  // Transformer (train/model_config.cpp transformer_config; the ViT's feed-forward blocks are always GELU)
+  kinds = {"transformer"};
+  choice("model.activation", "relu", "Feed-forward activation", {"relu", "gelu"});
+  add("model.activation_dropout", T::real, "0.0", "Dropout after the feed-forward activation", 0, 0.999);
   add("model.vocab_size", T::integer, "8000", "Shared vocabulary size (source, target and output)", 1, 1 << 24);
   add("model.encoder_layers", T::integer, "6", "Encoder layers", 0, 1024);
   add("model.decoder_layers", T::integer, "6", "Decoder layers", 0, 1024);
@@ -68,7 +82,8 @@ std::vector<OptionSpec> build() {
   choice("model.positions", "sinusoidal", "Position embeddings", {"sinusoidal", "learned"});
   add("model.max_positions", T::integer, "1024", "Longest sequence for learned positions", 1, 1 << 20);
   add("model.position_offset", T::integer, "0", "Position of the first token: sinusoidal angles start here and learned tables hold this many rows before it (fairseq checkpoints: padding_idx + 1 = 2)", 0, 1 << 20);
-  // Vision transformer
+  // Vision transformer (vit_config)
+  kinds = {"vit"};
   add("model.image_size", T::integer, "224", "Input image side in pixels", 1, 1 << 16);
   add("model.patch_size", T::integer, "16", "Patch side in pixels", 1, 1 << 16);
   add("model.channels", T::integer, "3", "Image channels", 1, 64);
@@ -76,6 +91,7 @@ std::vector<OptionSpec> build() {
   add("model.depth", T::integer, "12", "Vision transformer blocks", 1, 1024);
   add("model.drop_path", T::real, "0.1", "Stochastic depth rate at the last block", 0, 0.999);
   add("model.distillation_token", T::boolean, "false", "DeiT distillation token and head");
+  kinds = {};
   add_attention_keys(r);
   // Optimiser and loss
   choice("optim.name", "adam", "Optimiser", {"adam", "adamw", "sgd"});
@@ -85,7 +101,8 @@ std::vector<OptionSpec> build() {
   add("optim.momentum", T::real, "0.9", "SGD momentum", 0, 1);
   add("optim.nesterov", T::boolean, "false", "SGD with Nesterov momentum");
   add("optim.weight_decay", T::real, "0.0", "Weight decay (decoupled for adamw)", 0);
-  add("optim.lr_scale_batch", T::integer, "0", "Scale optim.lr by the global batch (data.batch_size × train.update_freq × processes) over this, as DeiT's lr × batch/512; 0 = no scaling (image tasks only)", 0);
+  add("optim.lr_scale_batch", T::integer, "0", "Scale optim.lr by the global batch (data.batch_size × train.update_freq × processes) over this, as DeiT's lr × batch/512; 0 = no scaling", 0);
+  r.back().tasks = {"image_classification"};  // a translation batch is counted in tokens
   choice("lr.schedule", "inverse_sqrt", "Learning-rate schedule (peak optim.lr)",
       {"constant", "inverse_sqrt", "noam", "cosine"});
   add("lr.warmup", T::integer, "4000", "Linear warmup length, in updates (epochs when lr.per_epoch)", 0);
@@ -124,6 +141,7 @@ std::vector<OptionSpec> build() {
   add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass", 1e-6, 1 << 20);
   add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
   // ---- translation data (translation_task) ----
+  tasks = {"translation"};
   add("data.train_prefix", T::string, "work/local_en_de/train", "Training corpus: <prefix>.<source_lang> and <prefix>.<target_lang>, line-aligned UTF-8");
   add("data.valid_prefix", T::string, "work/local_en_de/dev", "Validation corpus prefix (as data.train_prefix)");
   add("data.source_lang", T::string, "en", "Source-side file suffix");
@@ -147,6 +165,7 @@ std::vector<OptionSpec> build() {
   add("eval.max_source_tokens", T::integer, "0", "Longest source line translated, in pieces with the end of sentence: a longer one is cut to it with a warning naming the line (cmha score refuses it); the output is as bounded. 0 = 4 × data.max_len; at most model.max_positions with learned positions", 0, 1 << 20);
   // ---- end translation data ----
   // Image data (IDX files: MNIST, Fashion-MNIST)
+  tasks = {"image_classification"};
   add("data.train_images", T::string, "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", "Training images (IDX, gzip'd or plain)");
   add("data.train_labels", T::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz", "Training labels (IDX)");
   add("data.valid_images", T::string, "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", "Validation images (IDX)");
@@ -178,7 +197,9 @@ std::vector<OptionSpec> build() {
   add("data.workers", T::integer, "2", "Image decoding and augmentation threads; 0 = in the training thread", 0, 256);
   add("data.prefetch", T::integer, "0", "Batches decoded ahead of the trainer; 0 = 2 × data.workers", 0, 1024);
   add("data.skip_bad_images", T::boolean, "false", "Leave unreadable images out of their batch and count them instead of stopping");
-  // Benchmark geometry (cmha bench)
+  // Benchmark geometry (cmha bench, which times the transformer)
+  tasks = {};
+  kinds = {"transformer"};
   add("bench.batch_size", T::integer, "128", "Sentences per benchmark step", 1, 1 << 20);
   add("bench.src_len", T::integer, "32", "Source tokens per sentence in the benchmark", 1, 1 << 20);
   add("bench.tgt_len", T::integer, "33", "Target tokens per sentence in the benchmark", 1, 1 << 20);
@@ -218,6 +239,18 @@ std::string nearest_option(const std::string& path) {
     if (d < best_d) best_d = d, best = s.path;
   }
   return best;
+}
+
+std::string option_applies_to(const OptionSpec& spec) {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : "/") + s;
+    return out;
+  };
+  std::string out;
+  if (!spec.model_kinds.empty()) out = join(spec.model_kinds) + " models";
+  if (!spec.tasks.empty()) out += (out.empty() ? "" : ", ") + join(spec.tasks);
+  return out;
 }
 
 const char* option_type_name(OptionType t) {

@@ -1,5 +1,6 @@
 #include "train/recipe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -115,11 +116,72 @@ void refuse_duplicate_keys(const YAML::Node& root, const std::string& file) {
 Recipe Recipe::load(const std::string& path, const std::vector<std::string>& overrides) {
   Recipe r;
   r.load_file(path, 0);
-  for (const auto& o : overrides) r.apply_override(o);
+  r.finish(overrides, Unread::refuse);
+  return r;
+}
+
+Recipe Recipe::load_stored(const std::string& path, const std::vector<std::string>& overrides) {
+  Recipe r;
+  r.load_file(path, 0);
+  r.finish(overrides, Unread::drop);
   return r;
 }
 
 Recipe Recipe::parse(const std::string& yaml_text, const std::string& name, const std::vector<std::string>& overrides) {
+  Recipe r = parse_text(yaml_text, name);
+  r.finish(overrides, Unread::refuse);
+  return r;
+}
+
+Recipe Recipe::parse_stored(const std::string& yaml_text, const std::string& name,
+                            const std::vector<std::string>& overrides) {
+  Recipe r = parse_text(yaml_text, name);
+  r.finish(overrides, Unread::drop);
+  return r;
+}
+
+namespace {
+
+bool reads_key(const OptionSpec& spec, const std::string& kind, const std::string& task) {
+  auto holds = [](const std::vector<std::string>& v, const std::string& x) {
+    return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
+  };
+  return holds(spec.model_kinds, kind) && holds(spec.tasks, task);
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+  return out;
+}
+
+}  // namespace
+
+void Recipe::finish(const std::vector<std::string>& overrides, Unread stored) {
+  if (stored == Unread::drop) {
+    const std::string kind = string("model.kind"), task = string("train.task");
+    for (auto it = values_.begin(); it != values_.end();)
+      it = reads_key(*find_option(it->first), kind, task) ? std::next(it) : values_.erase(it);
+  }
+  for (const auto& o : overrides) apply_override(o);
+  // A key no code of this model and task reads would be silently ignored (a
+  // ViT's feed-forward blocks are GELU whatever model.activation says).
+  const std::string kind = string("model.kind"), task = string("train.task");
+  for (const auto& spec : option_registry()) {
+    const auto it = values_.find(spec.path);
+    if (it == values_.end() || reads_key(spec, kind, task)) continue;
+    const bool by_kind = !spec.model_kinds.empty() &&
+                         std::find(spec.model_kinds.begin(), spec.model_kinds.end(), kind) == spec.model_kinds.end();
+    const std::string chooser = by_kind ? "model.kind" : "train.task";
+    const std::string value = by_kind ? kind : task;
+    const std::string where = origin(chooser);
+    throw Error(it->second.origin + ": " + spec.path + " is read only by " + chooser + " " +
+                joined(by_kind ? spec.model_kinds : spec.tasks) + ", and this recipe's " + chooser + " is " + value +
+                (where == "default" ? " (the default)" : " (" + where + ")") + ": remove it, as nothing would read it");
+  }
+}
+
+Recipe Recipe::parse_text(const std::string& yaml_text, const std::string& name) {
   Recipe r;
   YAML::Node root;
   try {
@@ -133,7 +195,6 @@ Recipe Recipe::parse(const std::string& yaml_text, const std::string& name, cons
     refuse_duplicate_keys(root, name);
     r.absorb(root, "", name);
   }
-  for (const auto& o : overrides) r.apply_override(o);
   return r;
 }
 
@@ -186,9 +247,11 @@ void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std
   }
 }
 
-void Recipe::set(const std::string& path, const YAML::Node& node, const std::string& origin) {
+void Recipe::set(const std::string& path, const YAML::Node& given, const std::string& origin) {
   const OptionSpec* spec = find_option(path);
   CMHA_CHECK(spec, origin + ": unknown key '" + path + "'; did you mean '" + nearest_option(path) + "'?");
+  // `data.test_prefix=` or `test_prefix:` with nothing after it: the empty string the help speaks of ('').
+  const YAML::Node node = spec->type == OptionType::string && given.IsNull() ? YAML::Node(std::string()) : given;
   const std::string problem = check_value(*spec, node);
   CMHA_CHECK(problem.empty(), origin + ": " + problem);
   values_[path] = Value{YAML::Clone(node), origin};
@@ -255,9 +318,23 @@ struct DumpTree {
 };
 }  // namespace
 
+bool Recipe::reads(const std::string& path) const {
+  const OptionSpec* spec = find_option(path);
+  CMHA_CHECK(spec, "internal: the recipe key '" + path + "' is not registered");
+  return reads_key(*spec, string("model.kind"), string("train.task"));
+}
+
+std::string Recipe::text(const std::string& path) const {
+  YAML::Emitter out;
+  out << YAML::Flow << resolve(path);
+  return out.c_str();
+}
+
 std::string Recipe::dump() const {
   DumpTree root;
+  const std::string kind = string("model.kind"), task = string("train.task");
   for (const auto& spec : option_registry()) {
+    if (!reads_key(spec, kind, task)) continue;
     DumpTree* node = &root;
     std::stringstream ss(spec.path);
     for (std::string part; std::getline(ss, part, '.');) node = &node->child(part);
@@ -266,6 +343,43 @@ std::string Recipe::dump() const {
   YAML::Emitter out;
   root.emit(out);
   return std::string(out.c_str()) + "\n";
+}
+
+std::string first_difference(const Recipe& a, const Recipe& b, const std::vector<std::string>& ignored) {
+  for (const auto& spec : option_registry()) {
+    if (std::find(ignored.begin(), ignored.end(), spec.path) != ignored.end()) continue;
+    const bool in_a = a.reads(spec.path), in_b = b.reads(spec.path);
+    if (!in_a && !in_b) continue;
+    if (in_a != in_b) return spec.path;
+    bool same = false;
+    switch (spec.type) {
+      case OptionType::integer: same = a.integer(spec.path) == b.integer(spec.path); break;
+      case OptionType::real: same = a.real(spec.path) == b.real(spec.path); break;
+      case OptionType::boolean: same = a.boolean(spec.path) == b.boolean(spec.path); break;
+      case OptionType::string: same = a.string(spec.path) == b.string(spec.path); break;
+      case OptionType::real_list: same = a.reals(spec.path) == b.reals(spec.path); break;
+    }
+    if (!same) return spec.path;
+  }
+  return "";
+}
+
+nlohmann::ordered_json Recipe::to_json() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& spec : option_registry()) {
+    if (!reads(spec.path)) continue;
+    nlohmann::ordered_json* node = &out;
+    std::stringstream ss(spec.path);
+    for (std::string part; std::getline(ss, part, '.');) node = &(*node)[part];
+    switch (spec.type) {
+      case OptionType::integer: *node = integer(spec.path); break;
+      case OptionType::real: *node = real(spec.path); break;
+      case OptionType::boolean: *node = boolean(spec.path); break;
+      case OptionType::string: *node = string(spec.path); break;
+      case OptionType::real_list: *node = reals(spec.path); break;
+    }
+  }
+  return out;
 }
 
 }  // namespace cmha::train

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "tensor/error.h"
 #include "train/options.h"
+#include "train/run_dir.h"
 
 namespace cmha::train {
 
@@ -80,6 +82,20 @@ std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes) {
     points = std::move(next);
   }
   return axes.empty() ? std::vector<GridPoint>{} : points;
+}
+
+std::string stale_run_reason(const std::string& dir, const Recipe& wanted) {
+  const std::string stored = (std::filesystem::path(dir) / "recipe.yaml").string();
+  if (!std::filesystem::exists(stored)) {
+    const std::vector<std::string> run = previous_run_files(dir);
+    return run.empty() ? "" : "it holds a run (" + run.front() + ") but no recipe.yaml that says of which recipe";
+  }
+  const Recipe there = Recipe::load_stored(stored);
+  const std::string key = first_difference(
+      there, wanted, {"train.save_dir", "train.threads", "train.log_every", "data.workers", "data.prefetch"});
+  if (key.empty()) return "";
+  auto value = [&](const Recipe& r) { return r.reads(key) ? r.text(key) : "not read"; };
+  return "its recipe.yaml has " + key + " " + value(there) + ", this point " + value(wanted);
 }
 
 std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const std::string& metric) {

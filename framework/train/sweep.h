@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "train/recipe.h"
+
 namespace cmha::train {
 
 struct GridAxis {
@@ -28,6 +30,14 @@ struct GridPoint {
 // component ("key_dim"), or the whole key where two axes share one; a
 // repeated axis is an error.
 std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes);
+
+// Whether the run directory `dir` may go on as a run of `wanted` (resumed,
+// or its results.json reused): "" when it holds no run, or a run whose
+// recipe.yaml resolves as `wanted` does; otherwise why not, as the end of a
+// sentence ("its recipe.yaml has model.attention.key_dim 16, this point 32").
+// Keys of how a run goes, not what it computes (train.save_dir,
+// train.threads, train.log_every, data.workers, data.prefetch), are not compared.
+std::string stale_run_reason(const std::string& dir, const Recipe& wanted);
 
 struct SweepRow {
   GridPoint point;

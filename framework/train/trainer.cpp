@@ -39,8 +39,8 @@ bool decays(const std::string& name) {
 std::string checkpoint_name(int64_t update) { return "checkpoint_" + std::to_string(update) + ".safetensors"; }
 
 // Keys that define the architecture: a resumed or fine-tuned run must agree on them.
-std::string architecture_of(const std::string& recipe_yaml) {
-  YAML::Node model = YAML::Load(recipe_yaml)["model"];
+std::string architecture_of(const Recipe& recipe) {
+  YAML::Node model = YAML::Load(recipe.dump())["model"];
   model.remove("dropout");
   model.remove("activation_dropout");
   model.remove("drop_path");
@@ -212,7 +212,7 @@ struct Trainer::Impl {
   // A trainer state with a missing or mistyped field (an edited or foreign file) is the file's fault: exit 2.
   void resume_from(const std::string& path) try {
     Checkpoint c = load_checkpoint(path);
-    CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
+    CMHA_CHECK(architecture_of(Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
                "checkpoint '" + path + "' was trained with a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
     std::map<std::string, Tensor> named(params.begin(), params.end());
@@ -272,7 +272,7 @@ struct Trainer::Impl {
     CMHA_CHECK(!fs::is_directory(path), "train.init_from: '" + path + "' is a directory, not a checkpoint file");
     CMHA_CHECK(fs::exists(path), "train.init_from: checkpoint '" + path + "' does not exist");
     const Checkpoint c = load_checkpoint(path);
-    CMHA_CHECK(architecture_of(c.recipe) == architecture_of(recipe.dump()),
+    CMHA_CHECK(architecture_of(Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
                "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
     restore_weights(path, c.weights, std::map<std::string, Tensor>(params.begin(), params.end()));

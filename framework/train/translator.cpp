@@ -54,7 +54,7 @@ Translator::Translator(const std::string& checkpoint, const TranslatorOptions& o
   CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
 
   const train::Checkpoint ckpt = train::load_checkpoint(checkpoint);
-  const train::Recipe recipe = train::Recipe::parse(ckpt.recipe, checkpoint + " (recipe)");
+  const train::Recipe recipe = train::Recipe::parse_stored(ckpt.recipe, checkpoint + " (recipe)");
   const std::string kind = recipe.string("model.kind");
   CMHA_CHECK(kind == "transformer", "checkpoint '" + checkpoint + "' holds a " + kind +
                                         " model, but translation needs a transformer (model.kind: transformer)");

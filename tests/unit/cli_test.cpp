@@ -88,9 +88,9 @@ TEST(Cli, TrainWithAMistypedKeyNamesTheNearestKey) {
 }
 
 TEST(Cli, DumpConfigPrintsTheResolvedDefaultRecipe) {
-  Result r = run_cmha("train --dump-config model.depth=2");
+  Result r = run_cmha("train --dump-config model.encoder_layers=2");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "depth: 2")) << r.output;
+  EXPECT_TRUE(has(r.output, "encoder_layers: 2")) << r.output;
   EXPECT_TRUE(has(r.output, "type: collaborative")) << r.output;
   EXPECT_TRUE(has(r.output, "schedule: cosine")) << r.output;
 }

@@ -15,6 +15,11 @@ namespace {
 namespace fs = std::filesystem;
 using test::error_of;
 
+// The image keys are read only by a ViT image classifier: the recipe says it is one.
+Recipe image_recipe(const std::string& yaml) {
+  return Recipe::parse(yaml, "<recipe>", {"model.kind=vit", "train.task=image_classification"});
+}
+
 const char* kDeit = R"(
 model: {kind: vit, image_size: 224, channels: 3, num_classes: 10}
 train: {label_smoothing: 0.1}
@@ -35,7 +40,7 @@ data:
 )";
 
 TEST(ImagePipeline, DeitRecipeGivesDeitOptions) {
-  const Recipe r = Recipe::parse(kDeit);
+  const Recipe r = image_recipe(kDeit);
   const data::ImageLoaderOptions t = image_loader_options(r, true);
   EXPECT_EQ(t.batch_size, 64);
   EXPECT_EQ(t.workers, 4);
@@ -60,7 +65,7 @@ TEST(ImagePipeline, DeitRecipeGivesDeitOptions) {
 }
 
 TEST(ImagePipeline, GreyDefaultsUseTheScalarMeanAndStd) {
-  const Recipe r = Recipe::parse("model: {image_size: 28, channels: 1}\ndata: {format: idx}\n");
+  const Recipe r = image_recipe("model: {image_size: 28, channels: 1}\ndata: {format: idx}\n");
   const data::ImageLoaderOptions o = image_loader_options(r, true);
   EXPECT_EQ(o.transform.mean, (std::vector<float>{0.2860f}));
   EXPECT_EQ(o.transform.std, (std::vector<float>{0.3530f}));
@@ -74,20 +79,20 @@ TEST(ImagePipeline, GreyDefaultsUseTheScalarMeanAndStd) {
 
 TEST(ImagePipeline, BadKeysAreOneSentenceNamingThem) {
   EXPECT_NE(error_of([] {
-              image_loader_options(Recipe::parse("model: {channels: 3}\ndata: {channel_mean: [0.5, 0.5]}\n"), true);
+              image_loader_options(image_recipe("model: {channels: 3}\ndata: {channel_mean: [0.5, 0.5]}\n"), true);
             }).find("data.channel_mean has 2 values"),
             std::string::npos);
-  EXPECT_NE(error_of([] { image_loader_options(Recipe::parse("data: {rand_augment: rand-m9-zz}\n"), true); })
+  EXPECT_NE(error_of([] { image_loader_options(image_recipe("data: {rand_augment: rand-m9-zz}\n"), true); })
                 .find("rand-m9-zz"),
             std::string::npos);
-  EXPECT_NE(error_of([] { image_loader_options(Recipe::parse("data: {train_crop_scale: [0.5]}\n"), true); })
+  EXPECT_NE(error_of([] { image_loader_options(image_recipe("data: {train_crop_scale: [0.5]}\n"), true); })
                 .find("data.train_crop_scale"),
             std::string::npos);
   EXPECT_NE(error_of([] {
-              image_loader_options(Recipe::parse("model: {image_size: 224}\ndata: {eval_resize: 200}\n"), false);
+              image_loader_options(image_recipe("model: {image_size: 224}\ndata: {eval_resize: 200}\n"), false);
             }).find("data.eval_resize 200 is smaller than model.image_size 224"),
             std::string::npos);
-  EXPECT_EQ(error_of([] { make_image_data(Recipe::parse("model: {channels: 3}\ndata: {format: image_folder}\n")); }),
+  EXPECT_EQ(error_of([] { make_image_data(image_recipe("model: {channels: 3}\ndata: {format: image_folder}\n")); }),
             "data.format is image_folder but data.root is not set");
 }
 
@@ -101,10 +106,10 @@ TEST(ImagePipeline, ImageFolderSplitsMustHaveTheSameClasses) {
   }
   const std::string yaml = "model: {channels: 3, num_classes: 2}\ndata: {format: image_folder, root: " +
                            root.string() + "}\n";
-  EXPECT_NE(error_of([&] { make_image_data(Recipe::parse(yaml)); }).find("class folders that differ"),
+  EXPECT_NE(error_of([&] { make_image_data(image_recipe(yaml)); }).find("class folders that differ"),
             std::string::npos);
   fs::rename(root / "val/c", root / "val/b");
-  const ImageData d = make_image_data(Recipe::parse(yaml));
+  const ImageData d = make_image_data(image_recipe(yaml));
   EXPECT_EQ(d.train->size(), 2);
   EXPECT_EQ(d.valid->num_classes(), 2);
   fs::remove_all(root);
@@ -116,7 +121,7 @@ TEST(ImagePipeline, IdxFormatReadsTheIdxKeys) {
   data::write_idx_u8((dir / "i").string(), {2, 3, 3}, std::vector<uint8_t>(18, 5), false);
   data::write_idx_u8((dir / "l").string(), {2}, {0, 1}, false);
   const std::string i = (dir / "i").string(), l = (dir / "l").string();
-  const Recipe r = Recipe::parse("model: {image_size: 3, channels: 1, num_classes: 2}\ndata: {train_images: " + i +
+  const Recipe r = image_recipe("model: {image_size: 3, channels: 1, num_classes: 2}\ndata: {train_images: " + i +
                                  ", train_labels: " + l + ", valid_images: " + i + ", valid_labels: " + l +
                                  ", workers: 0}\n");
   const ImageData d = make_image_data(r);

@@ -74,7 +74,7 @@ TEST(Recipe, IncludeCyclesAreReported) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Recipe, DumpHoldsEveryKeyAndReloadsToTheSameValues) {
+TEST(Recipe, DumpHoldsEveryKeyItsModelReadsAndReloadsToTheSameValues) {
   Recipe r = Recipe::parse("model: {d_model: 96, attention: {type: collaborative}}\noptim: {betas: [0.8, 0.9]}\n");
   const std::string text = r.dump();
   Recipe again = Recipe::parse(text, "dump");
@@ -82,15 +82,32 @@ TEST(Recipe, DumpHoldsEveryKeyAndReloadsToTheSameValues) {
   EXPECT_EQ(again.integer("model.d_model"), 96);
   EXPECT_EQ(again.string("model.cross_attention.type"), "collaborative");
   EXPECT_EQ(again.reals("optim.betas"), (std::vector<double>{0.8, 0.9}));
-  for (const auto& spec : option_registry()) EXPECT_TRUE(again.has(spec.path)) << spec.path;
+  for (const auto& spec : option_registry()) EXPECT_EQ(again.has(spec.path), r.reads(spec.path)) << spec.path;
+  // A transformer's recipe shows no ViT or image key, a ViT's no transformer or translation key.
+  EXPECT_EQ(text.find("patch_size"), std::string::npos) << text;
+  EXPECT_EQ(text.find("train_images"), std::string::npos) << text;
+  const std::string vit = Recipe::parse("model: {kind: vit}\ntrain: {task: image_classification}\n").dump();
+  EXPECT_NE(vit.find("patch_size"), std::string::npos) << vit;
+  for (const char* absent : {"activation:", "vocab_size", "encoder_attention", "test_prefix", "beam:", "bench:"})
+    EXPECT_EQ(vit.find(absent), std::string::npos) << absent << "\n" << vit;
 }
 
 TEST(Recipe, EveryRegisteredDefaultIsValidAndHelped) {
+  const OptionSpec* kinds = find_option("model.kind");
+  const OptionSpec* tasks = find_option("train.task");
   for (const auto& spec : option_registry()) {
     SCOPED_TRACE(spec.path);
     EXPECT_FALSE(spec.help.empty());
     EXPECT_EQ(spec.default_value.empty(), !spec.inherit_from.empty());
-    if (!spec.default_value.empty()) EXPECT_NO_THROW(Recipe::parse("", "r", {spec.path + "=" + spec.default_value}));
+    // Whom a key is for is among the model kinds and tasks there are.
+    for (const auto& k : spec.model_kinds)
+      EXPECT_NE(std::find(kinds->choices.begin(), kinds->choices.end(), k), kinds->choices.end()) << k;
+    for (const auto& t : spec.tasks)
+      EXPECT_NE(std::find(tasks->choices.begin(), tasks->choices.end(), t), tasks->choices.end()) << t;
+    const std::string kind = spec.model_kinds.empty() ? "transformer" : spec.model_kinds[0];
+    const std::string task = !spec.tasks.empty() ? spec.tasks[0] : kind == "vit" ? "image_classification" : "translation";
+    if (!spec.default_value.empty())
+      EXPECT_NO_THROW(Recipe::parse("", "r", {"model.kind=" + kind, "train.task=" + task, spec.path + "=" + spec.default_value}));
   }
   Recipe r = Recipe::parse("");
   EXPECT_EQ(transformer_config(r).d_model, 512);
@@ -184,4 +201,67 @@ TEST(Recipe, Wmt14RecipesSayWhatTheIssueAsks) {
       EXPECT_DOUBLE_EQ(r.real("eval.lenpen"), 0.6);
     }
   }
+}
+
+// A key no code of the recipe's model and task reads would be silently ignored: refused, naming where it was set.
+TEST(Recipe, AKeyTheModelOrTaskDoesNotReadIsAnErrorNamingItsLine) {
+  EXPECT_EQ(error_of([] { Recipe::parse("model:\n  kind: vit\n  activation: relu\n", "r.yaml"); }),
+            "r.yaml:3: model.activation is read only by model.kind transformer, and this recipe's model.kind is vit "
+            "(r.yaml:2): remove it, as nothing would read it");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {depth: 2}\n", "r.yaml"); }),
+            "r.yaml:1: model.depth is read only by model.kind vit, and this recipe's model.kind is transformer (the "
+            "default): remove it, as nothing would read it");
+  EXPECT_NE(error_of([] { Recipe::parse("model: {kind: vit}\n", "r.yaml", {"model.encoder_attention.heads=2"}); })
+                .find("command line (model.encoder_attention.heads=2): model.encoder_attention.heads is read only by "
+                      "model.kind transformer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Recipe::parse("train: {task: image_classification}\nmodel: {kind: vit}\neval: {beam: 2}\n", "r.yaml"); })
+                .find("r.yaml:3: eval.beam is read only by train.task translation, and this recipe's train.task is "
+                      "image_classification (r.yaml:1)"),
+            std::string::npos);
+  // model.attention is the ViT's and the transformer's defaults: both read it.
+  EXPECT_NO_THROW(Recipe::parse("model: {kind: vit, attention: {heads: 2}}\n"));
+  EXPECT_NO_THROW(Recipe::parse("model: {attention: {heads: 2}}\n"));
+  // Decided once everything is read: a later file or override may set model.kind.
+  EXPECT_NO_THROW(Recipe::parse("model: {depth: 2}\n", "r.yaml", {"model.kind=vit"}));
+}
+
+TEST(Recipe, AStoredRecipeDropsTheKeysItsModelDoesNotRead) {
+  // As cmha wrote recipes before --dump-config left such keys out.
+  const std::string old =
+      "model: {kind: vit, depth: 2, activation: relu, vocab_size: 8000}\ntrain: {task: image_classification}\n"
+      "data: {test_prefix: x}\n";
+  EXPECT_NE(error_of([&] { Recipe::parse(old, "ckpt"); }).find("model.activation"), std::string::npos);
+  const Recipe r = Recipe::parse_stored(old, "ckpt");
+  EXPECT_EQ(r.integer("model.depth"), 2);
+  EXPECT_FALSE(r.has("model.activation"));
+  EXPECT_FALSE(r.has("model.vocab_size"));
+  EXPECT_FALSE(r.has("data.test_prefix"));
+  // Overrides on it are checked as usual.
+  EXPECT_NE(error_of([&] { Recipe::parse_stored(old, "ckpt", {"model.activation=gelu"}); })
+                .find("command line (model.activation=gelu): model.activation is read only by model.kind transformer"),
+            std::string::npos);
+}
+
+TEST(Recipe, AnEmptyStringValueIsTheEmptyString) {
+  // data.test_prefix= : '' = no final evaluation, as its help says; in a file `test_prefix:` alike.
+  EXPECT_EQ(Recipe::parse("", "r", {"data.test_prefix="}).string("data.test_prefix"), "");
+  EXPECT_EQ(Recipe::parse("data:\n  test_prefix:\n", "r").string("data.test_prefix"), "");
+  EXPECT_EQ(Recipe::parse("", "r", {"data.test_prefix=''"}).string("data.test_prefix"), "");
+  // A number still needs one.
+  EXPECT_EQ(error_of([] { Recipe::parse("", "r", {"data.max_len="}); }),
+            "command line (data.max_len=): data.max_len expects an integer");
+}
+
+TEST(Recipe, FirstDifferenceComparesValuesOfTheKeysType) {
+  const Recipe a = Recipe::parse("optim: {lr: 2e-3}\nmodel: {attention: {key_dim: 16}}\n");
+  EXPECT_EQ(first_difference(a, Recipe::parse("optim: {lr: 0.002}\nmodel: {attention: {key_dim: 16}}\n")), "");
+  EXPECT_EQ(first_difference(a, Recipe::parse("optim: {lr: 2e-3}\nmodel: {attention: {key_dim: 32}}\n")),
+            "model.attention.key_dim");
+  EXPECT_EQ(first_difference(a, Recipe::parse("optim: {lr: 2e-3}\nmodel: {attention: {key_dim: 32}}\n"),
+                             {"model.attention.key_dim", "model.encoder_attention.key_dim",
+                              "model.decoder_attention.key_dim", "model.cross_attention.key_dim"}),
+            "");
+  EXPECT_EQ(first_difference(a, Recipe::parse("model: {kind: vit}\n")), "model.kind");
+  EXPECT_EQ(a.text("optim.betas"), "[0.9, 0.98]");
 }

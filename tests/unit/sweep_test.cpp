@@ -186,3 +186,55 @@ TEST(SweepCli, ArgumentErrors) {
   code_and("/nonexistent.yaml --grid model.depth=1 --metric top1 -o d", "/nonexistent.yaml");
   EXPECT_EQ(test::run_cmha("sweep --help").code, 0);
 }
+
+TEST(SweepStale, ARunDirectoryOfAnotherRecipeSaysTheFirstDifferingKey) {
+  const std::string dir = test::temp_dir("sweep_stale_unit");
+  const Recipe wanted = Recipe::parse("model: {attention: {key_dim: 32}}\ntrain: {save_dir: " + dir + "}\n");
+  EXPECT_EQ(stale_run_reason(dir + "/none", wanted), "");  // no directory: nothing to go on from
+  fs::create_directories(dir);
+  EXPECT_EQ(stale_run_reason(dir, wanted), "");  // an empty one neither
+  // The same recipe, written as the run wrote it (another save_dir and thread count do not count).
+  std::ofstream(dir + "/recipe.yaml") << Recipe::parse("train: {save_dir: elsewhere, threads: 3}\n", "r",
+                                                       {"model.attention.key_dim=32"}).dump();
+  EXPECT_EQ(stale_run_reason(dir, wanted), "");
+  std::ofstream(dir + "/recipe.yaml") << Recipe::parse("model: {attention: {key_dim: 16}}\n").dump();
+  EXPECT_EQ(stale_run_reason(dir, wanted), "its recipe.yaml has model.attention.key_dim 16, this point 32");
+  // Results without a recipe to say of what.
+  fs::remove(dir + "/recipe.yaml");
+  std::ofstream(dir + "/results.json") << "{\"top1\": 50}\n";
+  EXPECT_EQ(stale_run_reason(dir, wanted), "it holds a run (results.json) but no recipe.yaml that says of which recipe");
+  fs::remove_all(dir);
+}
+
+// A sweep whose run directory holds a run of a different recipe (the recipe
+// file changed since) refuses rather than reprint that run's stale results,
+// and --rerun-changed trains it afresh.
+TEST(SweepCli, ARunOfADifferentRecipeIsRefusedOrRerun) {
+  const std::string dir = test::temp_dir("sweep_stale");
+  const std::string overrides = write_tiny_sweep_recipe(dir, 2);
+  const std::string args = dir + "/tiny.yaml --threads 1 --grid model.attention.key_dim=8 --metric top1 -o " + dir +
+                           "/sweep " + overrides;
+  test::CommandResult r = test::run_cmha("sweep " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string run = dir + "/sweep/key_dim-8";
+  // The recipe changes: 3 updates instead of 2.
+  write_tiny_sweep_recipe(dir, 3);
+  r = test::run_cmha("sweep " + args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "the run directory '" + run + "' holds a run of a different recipe (its recipe.yaml has "
+                            "train.max_updates 2, this point 3): pass --rerun-changed")) << r.output;
+  EXPECT_FALSE(has(r.output, "| model.attention.key_dim |")) << r.output;  // no stale table
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+  r = test::run_cmha("sweep --rerun-changed " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "key_dim-8 (afresh: its directory held a run of a different recipe)")) << r.output;
+  EXPECT_TRUE(has(read(run + "/recipe.yaml"), "max_updates: 3")) << read(run + "/recipe.yaml");
+  EXPECT_TRUE(has(r.output, "--overwrite: removed")) << r.output;  // not resumed from the old run's update 2
+  EXPECT_TRUE(fs::exists(run + "/checkpoint_3.safetensors"));
+  // Now of the same recipe: skipped, the table printed.
+  r = test::run_cmha("sweep " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "key_dim-8 has results.json, skipped")) << r.output;
+  EXPECT_TRUE(has(r.output, "| model.attention.key_dim |")) << r.output;
+  fs::remove_all(dir);
+}
