@@ -86,26 +86,26 @@ int bleu_command(const Args& raw_args) {
   app.add_option("-i,--input", inputs, "the hypotheses (default: standard input); give the references before it")
       ->type_name("HYP");
   app.add_option("-m,--metrics", metrics, "the metrics to compute, printed in the order BLEU, chrF, TER")
-      ->check(CLI::IsMember({"bleu", "chrf", "ter"}))
+      ->check(one_of({"bleu", "chrf", "ter"}))
       ->capture_default_str()
       ->type_name("METRIC");
   app.add_option("-f,--format", format, "text: sacreBLEU's line per metric; json: its JSON objects")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->check(one_of({"text", "json"}))
       ->capture_default_str();
-  app.add_option("-w,--width", width, "decimals of the scores")->check(CLI::Range(0, 15))->capture_default_str();
+  app.add_option("-w,--width", width, "decimals of the scores")->check(whole_number(0, 15))->capture_default_str();
   app.add_flag("-b,--score-only", score_only, "print only the scores");
   app.add_flag("-q,--quiet", quiet, "no warnings (empty reference lines, tokenized-looking input)");
   app.add_flag("--no-color", no_color, "accepted for sacreBLEU's sake (also -nc); cmha prints no colours");
 
   app.add_option("--tokenize", bleu.tokenize, "BLEU's tokenizer (also -tok): 13a (mteval-v13a), intl (mteval-v14), "
                                               "char or none")
-      ->check(CLI::IsMember({"13a", "intl", "char", "none"}))
+      ->check(one_of({"13a", "intl", "char", "none"}))
       ->capture_default_str()
       ->group("BLEU");
   app.add_flag("--lowercase", bleu.lowercase, "BLEU lowercases both sides first (also -lc; signature case:lc)")
       ->group("BLEU");
   app.add_option("-s,--smooth-method", bleu.smooth, "BLEU's smoothing: exp, floor, add-k or none")
-      ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}))
+      ->check(one_of({"exp", "floor", "add-k", "none"}))
       ->capture_default_str()
       ->group("BLEU");
   app.add_option("--smooth-value", smooth_value, "the value of floor (default 0.1) and add-k (default 1) (also -sv)")
@@ -119,15 +119,15 @@ int bleu_command(const Args& raw_args) {
       ->group("BLEU");
 
   app.add_option("--chrf-char-order", chrf.char_order, "character n-gram order (also -cc)")
-      ->check(CLI::Range(0, 100))
+      ->check(whole_number(0, 100))
       ->capture_default_str()
       ->group("chrF");
   app.add_option("--chrf-word-order", chrf.word_order, "word n-gram order (also -cw); 2 is chrF++")
-      ->check(CLI::Range(0, 100))
+      ->check(whole_number(0, 100))
       ->capture_default_str()
       ->group("chrF");
   app.add_option("--chrf-beta", chrf.beta, "recall weighs beta times as much as precision")
-      ->check(CLI::Range(0, 1000))
+      ->check(whole_number(0, 1000))
       ->capture_default_str()
       ->group("chrF");
   app.add_flag("--chrf-whitespace", chrf.whitespace, "spaces count as characters")->group("chrF");

@@ -31,7 +31,7 @@ int export_command(const Args& args) {
   cl.app().add_flag("--weights", weights_only, "without FORMAT: the weights in cmha's names, without optimiser and EMA state");
   cl.app().add_flag("--ema", opt.ema, "the EMA weights (train.ema_decay) instead of the model's");
   cl.app().add_option("--dtype", dtype, "dtype of the tensors written")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str()->type_name("f32|f16|bf16");
+      ->check(one_of({"f32", "f16", "bf16"}))->capture_default_str()->type_name("f32|f16|bf16");
   if (!cl.parse(args)) return 0;
   CMHA_CHECK(positional.size() <= 2, "cmha export takes FORMAT and one CKPT, got " + std::to_string(positional.size()) +
                                          " arguments");

@@ -23,17 +23,17 @@ int import_command(const Args& args) {
                  "  cmha import hf-vit vit-base/model.safetensors -o vit.safetensors\n"
                  "  cmha import fairseq wmt_en_de.safetensors --heads 8 -o transformer.safetensors");
   cl.app().add_option("format", format, "timm (ViT, DeiT), hf-vit (Hugging Face ViT, DeiT) or fairseq (transformer)")
-      ->required()->check(CLI::IsMember(train::interop_formats()))->type_name("FORMAT");
+      ->required()->check(one_of(train::interop_formats()))->type_name("FORMAT");
   cl.app().add_option("file", input, "the state dict, as safetensors")->required()->type_name("FILE");
   cl.app().add_option("-o,--output", out, "the cmha checkpoint to write")->required()->type_name("OUT");
   cl.app().add_option("--heads", opt.heads, "attention heads (when neither a model name nor config.json says)")
-      ->check(CLI::Range(1, 1 << 16))->type_name("H");
+      ->check(whole_number(1, 1 << 16))->type_name("H");
   cl.app().add_option("--model", opt.model_name, "a known model whose heads to take, e.g. deit_small_patch16_224")
       ->type_name("NAME");
   cl.app().add_option("--config", opt.config_path, "hf-vit: the config.json (default: the one beside FILE)")
       ->type_name("JSON");
   cl.app().add_option("--activation", opt.activation, "fairseq: the feed-forward activation (default relu)")
-      ->check(CLI::IsMember({"relu", "gelu"}))->type_name("relu|gelu");
+      ->check(one_of({"relu", "gelu"}))->type_name("relu|gelu");
   cl.app().add_flag("--no-scale-embedding", no_scale_embedding,
                     "fairseq: the model was trained with --no-scale-embedding");
   if (!cl.parse(args)) return 0;

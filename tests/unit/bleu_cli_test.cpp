@@ -178,15 +178,15 @@ TEST(BleuCommand, MistakesExitTwoNamingTheProblem) {
                      {"hypothesis file '" + f.hyp + "' has 3 lines but reference '" + f.ref2 + "' has 1"});
   expect_usage_error("bleu " + f.ref + " " + f.ref2 + " < " + f.hyp,
                      {"standard input has 3 lines but reference '" + f.ref2 + "' has 1"});
-  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -m bleu meteor", {"meteor", "{bleu,chrf,ter}"});
+  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -m bleu meteor", {"meteor", "'bleu', 'chrf' or 'ter'"});
   expect_usage_error("bleu " + f.ref + " -i " + f.dir + "/missing.txt",
                      {"cannot open hypothesis file '" + f.dir + "/missing.txt'", "No such file"});
   expect_usage_error("bleu " + f.dir + "/nope.txt -i " + f.hyp, {"cannot open reference '" + f.dir + "/nope.txt'"});
   expect_usage_error("bleu -i " + f.hyp, {"needs the reference files"});
   expect_usage_error("bleu -i " + f.hyp + " " + f.ref, {"-i takes one hypothesis file, not 2", "before -i"});
   expect_usage_error("bleu --ref " + f.ref + " --hyp " + f.hyp, {"not '--ref'", "the reference files first"});
-  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -tok zh", {"--tokenize", "zh", "{13a,intl,char,none}"});
-  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -f latex", {"--format", "{text,json}"});
+  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -tok zh", {"--tokenize", "zh", "'13a', 'intl', 'char' or 'none'"});
+  expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -f latex", {"--format", "'text' or 'json'"});
   expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -w 16", {"--width", "16"});
   expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -m chrf -cc 0 -cw 0", {"cannot both be 0"});
   write_file(f.ref2, "");
