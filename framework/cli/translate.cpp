@@ -199,6 +199,7 @@ int translate_command(const Args& args) {
   std::vector<std::string> part;
   std::string line;
   while (reader.next(line, stop_if_interrupted)) {
+    stop_if_interrupted();  // a signal that came while a line was arriving
     part.assign(1, std::move(line));
     while (part.size() < static_cast<size_t>(buffer) && reader.ready() && reader.next(line)) part.push_back(std::move(line));
     const auto translations = translator.translate_part(part, lines, input_name, [](size_t, size_t) {
@@ -208,6 +209,7 @@ int translate_command(const Args& args) {
     out.flush();
     lines += part.size();
   }
+  stop_if_interrupted();  // a signal just before the end of the input
   translator.report_cut_lines(input_name);
   out.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
