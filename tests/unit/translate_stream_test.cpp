@@ -168,9 +168,10 @@ TEST_F(TranslateStream, TranslatesEachLineBeforeTheNextArrives) {
   ::close(to_child[1]);
   const std::string after = read_line();
   int status = 0;
-  for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+  pid_t ended = 0;
+  for (int i = 0; i < 600 && (ended = ::waitpid(pid, &status, WNOHANG)) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (::waitpid(pid, &status, WNOHANG) == 0) {
+  if (ended == 0) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
     ADD_FAILURE() << "cmha translate did not end after its input did";
