@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -17,6 +18,9 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 void check_options(const SearchOptions& o) {
   CMHA_CHECK(o.beam >= 1, "beam search: the beam size must be at least 1, got " + std::to_string(o.beam));
+  CMHA_CHECK(o.nbest >= 1 && o.nbest <= o.beam, "beam search: the n-best list of " + std::to_string(o.nbest) +
+                                                     " hypotheses must be between 1 and the beam size " +
+                                                     std::to_string(o.beam));
   CMHA_CHECK(o.eos >= 0, "beam search: the EOS id must be set, got " + std::to_string(o.eos));
   CMHA_CHECK(o.bos >= 0, "beam search: the BOS id must be set, got " + std::to_string(o.bos));
   CMHA_CHECK(std::isfinite(o.lenpen), "beam search: the length penalty must be finite");
@@ -253,11 +257,15 @@ std::vector<NBest> beam_search(StepScorer& scorer, const std::vector<int64_t>& m
         }
       }
       bool done = finished.size() >= ku || t >= max_len || beams.empty();
-      if (!done && !finished.empty()) {
-        double best = kNegInf, reachable = kNegInf;
-        for (const Hypothesis& h : finished) best = std::max(best, h.score);
+      if (!done && finished.size() >= static_cast<size_t>(opt.nbest)) {
+        // The nbest-th best finished score: no live beam can still enter the n-best list.
+        std::vector<double> scores;
+        for (const Hypothesis& h : finished) scores.push_back(h.score);
+        std::nth_element(scores.begin(), scores.begin() + (opt.nbest - 1), scores.end(), std::greater<double>());
+        const double nth = scores[static_cast<size_t>(opt.nbest - 1)];
+        double reachable = kNegInf;
         for (const Beam& b : beams) reachable = std::max(reachable, best_reachable(b.logprob, t + 1, max_len, opt.lenpen));
-        done = best >= reachable;
+        done = nth >= reachable;
       }
       if (done) {
         if (finished.empty()) finished.push_back(finish(s.beams[0].prefix, kNegInf, opt.lenpen));  // cannot happen with a sane scorer
@@ -283,6 +291,8 @@ std::vector<NBest> beam_search(StepScorer& scorer, const std::vector<int64_t>& m
 
 std::vector<NBest> greedy_search(StepScorer& scorer, const std::vector<int64_t>& max_lens, const SearchOptions& opt) {
   check_options(opt);
+  CMHA_CHECK(opt.nbest == 1, "greedy search finds one hypothesis per sentence, not an n-best list of " +
+                                 std::to_string(opt.nbest) + ": use a beam of at least " + std::to_string(opt.nbest));
   struct Row {
     size_t id;
     std::vector<int64_t> prefix;

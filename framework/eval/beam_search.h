@@ -18,11 +18,11 @@
 //     --max-len-a/--max-len-b; src_len counts the source tokens including
 //     its EOS); at step max_len the EOS is forced.
 //   * A sentence is finished when it has `beam` finished hypotheses, or when
-//     its best finished hypothesis scores at least as well as any live beam
-//     still could (a live beam's log-probability can only fall, so its best
-//     possible score is logp / max_len'^α for α ≥ 0): an early stop that never
-//     changes the 1-best, only saves steps (the rest of the n-best list is
-//     then shorter than fairseq's).
+//     its `nbest`-th best finished hypothesis scores at least as well as any
+//     live beam still could (a live beam's log-probability can only fall, so
+//     its best possible score is logp / max_len'^α for α ≥ 0): an early stop
+//     that never changes the `nbest` best, only saves steps (the rest of the
+//     n-best list is then shorter than fairseq's).
 //   * The padding token (and BOS, when it differs from EOS) are never produced.
 //
 // Beam 1 runs a separate greedy loop (argmax per step), which yields exactly
@@ -44,6 +44,7 @@ struct SearchOptions {
   int64_t pad = 1;           // never produced; -1 = none
   int64_t vocab_limit = 0;   // tokens >= this are never produced; 0 = no limit
   int64_t max_len_cap = 0;   // at most this many output tokens whatever a and b say; 0 = no cap
+  int64_t nbest = 1;         // finished hypotheses each sentence is sure to get (1 ≤ nbest ≤ beam)
 };
 
 struct Hypothesis {
@@ -52,7 +53,8 @@ struct Hypothesis {
   double score = 0.0;           // logprob / (tokens.size() + 1)^lenpen
 };
 
-// Each sentence's finished hypotheses, best first (at least one each).
+// Each sentence's finished hypotheses, best first: at least one, and opt.nbest
+// unless the search ran out of distinct continuations (a tiny vocabulary).
 using NBest = std::vector<Hypothesis>;
 
 // fairseq's length-normalised score: logprob / length^alpha.

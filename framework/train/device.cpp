@@ -7,7 +7,10 @@ namespace cmha::train {
 
 Device recipe_device(const Recipe& recipe) {
   const std::string text = recipe.string("train.device");
-  const std::string what = "train.device=" + text;
+  return checked_device(text, "train.device=" + text);
+}
+
+Device checked_device(const std::string& text, const std::string& what) {
   Device device;
   try {
     device = Device::parse(text);

@@ -9,4 +9,8 @@ namespace cmha::train {
 // every problem is one sentence naming train.device and its value.
 Device recipe_device(const Recipe& recipe);
 
+// The same for a device named elsewhere (a command's --device): every
+// problem is one sentence starting with `what` (e.g. "--device cuda").
+Device checked_device(const std::string& text, const std::string& what);
+
 }  // namespace cmha::train

@@ -147,14 +147,10 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   final_.source_lang = src_lang;
   final_.target_lang = tgt_lang;
   final_.average_last = r.integer("eval.average_last");
-  final_.beam = r.integer("eval.beam");
-  final_.lenpen = r.real("eval.lenpen");
-  final_.max_len_a = r.real("eval.max_len_a");
-  final_.max_len_b = r.integer("eval.max_len_b");
-  final_.max_tokens = r.integer("eval.max_tokens");
-  final_.max_source_tokens = source_token_limit(r);
+  final_.decoding = recipe_translator_options(r);  // also what `cmha translate` uses on this run's checkpoints
   // Checked now, not after hours of training.
-  check_decoding_budget(std::max(final_.beam, valid_beam_), final_.max_tokens, final_.max_source_tokens);
+  check_decoding_budget(std::max(final_.decoding.search.beam, valid_beam_), final_.decoding.max_tokens,
+                        final_.decoding.max_source_tokens);
   if (!final_.test_prefix.empty()) {  // checked now: a missing test set should not surface after hours of training
     for (const std::string& lang : {src_lang, tgt_lang}) {
       const std::string path = data::corpus_path(final_.test_prefix, lang);
@@ -287,8 +283,8 @@ std::map<std::string, double> TranslationTask::validate() {
     TranslatorOptions o;
     o.spm_path = spm_path_;
     o.search.beam = valid_beam_;
-    o.max_tokens = final_.max_tokens;
-    o.max_source_tokens = final_.max_source_tokens;
+    o.max_tokens = final_.decoding.max_tokens;
+    o.max_source_tokens = final_.decoding.max_source_tokens;
     Translator translator(*model_, o);
     metrics["bleu"] = eval::corpus_bleu(translator.translate(bleu_sources_), bleu_references_).score;
   }
@@ -309,14 +305,8 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
 
   const data::ParallelCorpus test =
       data::read_parallel_corpus(final_.test_prefix, final_.source_lang, final_.target_lang);
-  TranslatorOptions o;
+  TranslatorOptions o = final_.decoding;
   o.spm_path = spm_path_;
-  o.search.beam = final_.beam;
-  o.search.lenpen = final_.lenpen;
-  o.search.max_len_a = final_.max_len_a;
-  o.search.max_len_b = final_.max_len_b;
-  o.max_tokens = final_.max_tokens;
-  o.max_source_tokens = final_.max_source_tokens;
   Translator translator(averaged, o);
   const std::vector<std::string> hyps = translator.translate(test.source, {}, "'" + test.source_path + "'");
   const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
@@ -333,7 +323,7 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   const eval::BleuScore tokenized = eval::corpus_bleu(hyps, test.target, compound);
   const double seconds = seconds_since(t0);
   std::fprintf(stderr, "eval: %zu test sentences of %s translated (beam %lld, lenpen %g) into %s in %.1f s\n",
-               hyps.size(), test.source_path.c_str(), static_cast<long long>(final_.beam), final_.lenpen,
+               hyps.size(), test.source_path.c_str(), static_cast<long long>(o.search.beam), o.search.lenpen,
                hyp_path.c_str(), seconds);
   // The lines `cmha bleu REF -i HYP` prints (without and with --compound-split -s none).
   const std::string sacre_line = sacre.result().text();
@@ -349,8 +339,8 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
           {"checkpoints_averaged", paths.size()},
           {"averaged_checkpoint", averaged},
           {"hypotheses", hyp_path},
-          {"beam", final_.beam},
-          {"lenpen", final_.lenpen},
+          {"beam", o.search.beam},
+          {"lenpen", o.search.lenpen},
           {"seconds", seconds}};
 }
 

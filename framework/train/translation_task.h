@@ -15,6 +15,7 @@
 #include "nn/transformer.h"
 #include "train/recipe.h"
 #include "train/task.h"
+#include "train/translator.h"
 
 namespace cmha::train {
 
@@ -63,8 +64,8 @@ class TranslationTask : public Task {
   // mistake fails before training, not after it.
   struct FinalEvaluation {
     std::string test_prefix, source_lang, target_lang;
-    int64_t average_last = 5, beam = 4, max_len_b = 50, max_tokens = 4096, max_source_tokens = 0;
-    double lenpen = 0.6, max_len_a = 1.0;
+    int64_t average_last = 5;
+    TranslatorOptions decoding;  // recipe_translator_options
   } final_;
   int rank_, world_;
   bool encoded_ = false;

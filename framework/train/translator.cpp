@@ -26,6 +26,19 @@ int64_t source_token_limit(const Recipe& recipe) {
   return limit;
 }
 
+TranslatorOptions recipe_translator_options(const Recipe& recipe, const DecodingOverrides& given) {
+  TranslatorOptions o;
+  o.spm_path = given.spm_path;
+  o.search.beam = given.beam.value_or(recipe.integer("eval.beam"));
+  o.search.lenpen = given.lenpen.value_or(recipe.real("eval.lenpen"));
+  o.search.max_len_a = given.max_len_a.value_or(recipe.real("eval.max_len_a"));
+  o.search.max_len_b = given.max_len_b.value_or(recipe.integer("eval.max_len_b"));
+  o.search.nbest = given.nbest;
+  o.max_tokens = given.max_tokens.value_or(recipe.integer("eval.max_tokens"));
+  o.max_source_tokens = given.max_source_tokens.value_or(source_token_limit(recipe));
+  return o;
+}
+
 void check_decoding_budget(int64_t beam, int64_t max_tokens, int64_t max_source_tokens) {
   const int64_t positions = beam * std::max(max_tokens, max_source_tokens);
   CMHA_CHECK(positions <= kMaxDecoderPositions,
@@ -41,23 +54,32 @@ std::string Translator::default_spm_path(const std::string& checkpoint) {
   return (dir.empty() ? fs::path("spm.model") : dir / "spm.model").string();
 }
 
-Translator::Translator(const std::string& checkpoint, const TranslatorOptions& options) : options_(options) {
+Translator::Translator(const std::string& checkpoint, const TranslatorOptions& options)
+    : Translator(checkpoint, options.spm_path, [&](const Recipe&) { return options; }) {}
+
+Translator::Translator(const std::string& checkpoint, const DecodingOverrides& overrides)
+    : Translator(checkpoint, overrides.spm_path,
+                 [&](const Recipe& recipe) { return recipe_translator_options(recipe, overrides); }) {}
+
+Translator::Translator(const std::string& checkpoint, const std::string& spm_path,
+                       const std::function<TranslatorOptions(const Recipe&)>& options_of) {
   std::error_code ec;
   CMHA_CHECK(fs::exists(checkpoint, ec) && !fs::is_directory(checkpoint, ec),
              fs::is_directory(checkpoint, ec) ? "checkpoint '" + checkpoint + "' is a directory, not a checkpoint file"
                                               : "checkpoint '" + checkpoint + "' does not exist");
-  if (options_.spm_path.empty()) options_.spm_path = default_spm_path(checkpoint);
-  const std::string& spm = options_.spm_path;
+  const std::string spm = spm_path.empty() ? default_spm_path(checkpoint) : spm_path;
   CMHA_CHECK(fs::is_regular_file(spm, ec),
              "SentencePiece model '" + spm + "' does not exist (training writes spm.model next to the checkpoints; "
              "pass --spm FILE to use another)");
-  CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
 
   const train::Checkpoint ckpt = train::load_checkpoint(checkpoint);
   const train::Recipe recipe = train::Recipe::parse_stored(ckpt.recipe, checkpoint + " (recipe)");
   const std::string kind = recipe.string("model.kind");
   CMHA_CHECK(kind == "transformer", "checkpoint '" + checkpoint + "' holds a " + kind +
                                         " model, but translation needs a transformer (model.kind: transformer)");
+  options_ = options_of(recipe);
+  options_.spm_path = spm;
+  CMHA_CHECK(options_.max_tokens >= 1, "translate: the token budget per batch must be at least 1");
   nn::TransformerConfig cfg = train::transformer_config(recipe);
   Generator gen(0);  // every weight is overwritten below
   owned_model_ = std::make_unique<nn::Transformer>(cfg, gen);
@@ -87,6 +109,10 @@ void Translator::settle_limits(int64_t fallback) {
   if (model_->config().positions == "learned") limit = std::min(limit, model_->config().max_positions);
   limit = std::max<int64_t>(limit, 1);  // the EOS alone
   options_.search.max_len_cap = limit;  // the output is bounded like the source
+  const eval::SearchOptions& s = options_.search;
+  CMHA_CHECK(s.nbest >= 1 && s.nbest <= s.beam,
+             "translate: an n-best list of " + std::to_string(s.nbest) + " (--nbest) needs a beam of at least that, " +
+                 "but the beam is " + std::to_string(s.beam) + " (--beam, eval.beam)");
   check_decoding_budget(options_.search.beam, options_.max_tokens, limit);
 }
 
@@ -127,9 +153,14 @@ std::string Translator::decode(const std::vector<int64_t>& ids) const {
 }
 
 std::vector<eval::Hypothesis> Translator::translate_ids(const std::vector<std::vector<int64_t>>& sources) {
-  autograd::NoGradGuard no_grad;
   std::vector<eval::Hypothesis> out;
-  if (sources.empty()) return out;
+  for (eval::NBest& n : search_ids(sources)) out.push_back(n.empty() ? eval::Hypothesis{} : std::move(n.front()));
+  return out;
+}
+
+std::vector<eval::NBest> Translator::search_ids(const std::vector<std::vector<int64_t>>& sources) {
+  autograd::NoGradGuard no_grad;
+  if (sources.empty()) return {};
   const int64_t B = static_cast<int64_t>(sources.size());
   int64_t S = 1;
   for (const auto& s : sources) S = std::max<int64_t>(S, static_cast<int64_t>(s.size()));
@@ -142,9 +173,7 @@ std::vector<eval::Hypothesis> Translator::translate_ids(const std::vector<std::v
       ids[b * S + static_cast<int64_t>(j)] = sources[b][j];
       p[b * S + static_cast<int64_t>(j)] = false;
     }
-  std::vector<eval::NBest> nbest = eval::generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
-  for (eval::NBest& n : nbest) out.push_back(n.empty() ? eval::Hypothesis{} : std::move(n.front()));
-  return out;
+  return eval::generate(*model_, Tensor::from_vector_i64(ids, {B, S}), pad, options_.search);
 }
 
 std::vector<double> Translator::score(const std::vector<std::string>& sources, const std::vector<std::string>& targets,
@@ -216,36 +245,54 @@ std::vector<double> Translator::score(const std::vector<std::string>& sources, c
   return logprob;
 }
 
+namespace {
+constexpr size_t kNamedLines = 5;  // cut lines warned about one by one, then a count
+}  // namespace
+
 std::vector<std::string> Translator::translate(const std::vector<std::string>& lines,
                                                const std::function<void(size_t, size_t)>& on_batch,
                                                const std::string& input_name) {
+  const std::vector<std::vector<Translation>> nbest = translate_part(lines, 0, input_name, on_batch);
+  report_cut_lines(input_name);
+  std::vector<std::string> out;
+  out.reserve(nbest.size());
+  for (const std::vector<Translation>& n : nbest) out.push_back(n.empty() ? std::string() : n.front().text);
+  return out;
+}
+
+void Translator::report_cut_lines(const std::string& input_name) {
+  if (cut_lines_ > kNamedLines)
+    std::fprintf(stderr, "translate: %zu lines of %s in all were cut to %lld pieces\n", cut_lines_, input_name.c_str(),
+                 static_cast<long long>(options_.max_source_tokens));
+  cut_lines_ = 0;
+}
+
+std::vector<std::vector<Translation>> Translator::translate_part(const std::vector<std::string>& lines,
+                                                                 size_t first_line, const std::string& input_name,
+                                                                 const std::function<void(size_t, size_t)>& on_batch) {
   const int64_t limit = options_.max_source_tokens;
-  constexpr size_t kNamedLines = 5;  // warnings one by one, then a count
-  size_t cut = 0;
   std::vector<std::vector<int64_t>> sources;
   sources.reserve(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<int64_t> ids = encode(lines[i]);
     if (static_cast<int64_t>(ids.size()) > limit) {
-      if (++cut <= kNamedLines)
+      if (++cut_lines_ <= kNamedLines)
         std::fprintf(stderr, "translate: %s line %zu has %zu pieces (end of sentence included), more than the limit "
                      "of %lld (--max-source-tokens, eval.max_source_tokens): only its first %lld pieces are translated\n",
-                     input_name.c_str(), i + 1, ids.size(), static_cast<long long>(limit),
+                     input_name.c_str(), first_line + i + 1, ids.size(), static_cast<long long>(limit),
                      static_cast<long long>(limit - 1));
       ids.resize(static_cast<size_t>(limit - 1));
       ids.push_back(options_.search.eos);
     }
     sources.push_back(std::move(ids));
   }
-  if (cut > kNamedLines)
-    std::fprintf(stderr, "translate: %zu lines of %s in all were cut to %lld pieces\n", cut, input_name.c_str(),
-                 static_cast<long long>(limit));
   // Longest first, so the largest batch comes first; stable for equal lengths.
   std::vector<size_t> order(lines.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
-  std::vector<std::string> out(lines.size());
+  const size_t nbest = static_cast<size_t>(options_.search.nbest);
+  std::vector<std::vector<Translation>> out(lines.size());
   size_t done = 0;
   for (size_t i = 0; i < order.size();) {
     // Sorted longest first: the batch's first sentence sets the padded length
@@ -257,8 +304,14 @@ std::vector<std::string> Translator::translate(const std::vector<std::string>& l
     while (j < order.size() && static_cast<int64_t>(j - i + 1) * width <= options_.max_tokens) ++j;
     std::vector<std::vector<int64_t>> batch;
     for (size_t m = i; m < j; ++m) batch.push_back(sources[order[m]]);
-    const std::vector<eval::Hypothesis> hyps = translate_ids(batch);
-    for (size_t m = i; m < j; ++m) out[order[m]] = decode(hyps[m - i].tokens);
+    const std::vector<eval::NBest> found = search_ids(batch);
+    for (size_t m = i; m < j; ++m) {
+      std::vector<Translation>& t = out[order[m]];
+      for (const eval::Hypothesis& h : found[m - i]) {
+        if (t.size() == nbest) break;
+        t.push_back({decode(h.tokens), h.score, h.logprob});
+      }
+    }
     done += j - i;
     i = j;
     if (on_batch) on_batch(done, order.size());

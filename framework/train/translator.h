@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,22 @@ struct TranslatorOptions {
   int64_t max_source_tokens = 0;
 };
 
+// Settings that replace a checkpoint recipe's decoding settings (cmha
+// translate's options); each one left unset keeps the recipe's value.
+struct DecodingOverrides {
+  std::string spm_path;  // empty: default_spm_path(checkpoint)
+  std::optional<int64_t> beam, max_len_b, max_tokens, max_source_tokens;
+  std::optional<double> lenpen, max_len_a;
+  int64_t nbest = 1;  // hypotheses per line (search.nbest), at most the beam
+};
+
+// How a run translates its test split (its final evaluation): eval.beam,
+// eval.lenpen, eval.max_len_a, eval.max_len_b, eval.max_tokens and
+// source_token_limit(recipe), each replaced by `given`'s when set. The one
+// place these keys are read, so that `cmha translate CKPT` with no options
+// decodes exactly as the run did.
+TranslatorOptions recipe_translator_options(const Recipe& recipe, const DecodingOverrides& given = {});
+
 // Without a recipe to derive it from: long enough for any real sentence.
 constexpr int64_t kDefaultSourceTokens = 1024;
 // The decoder holds beam × tokens-per-batch cached positions (keys and values
@@ -49,12 +66,23 @@ int64_t source_token_limit(const Recipe& recipe);
 // one cmha::Error sentence naming the options and recipe keys to lower.
 void check_decoding_budget(int64_t beam, int64_t max_tokens, int64_t max_source_tokens);
 
+// One translation of a source line.
+struct Translation {
+  std::string text;    // detokenised
+  double score = 0;    // logprob / length^lenpen, what the search ranks by (length counts the EOS)
+  double logprob = 0;  // Σ log p (natural log) over the pieces and the EOS
+};
+
 class Translator {
  public:
   // Loads the weights and recipe of `checkpoint` and the SentencePiece model.
   // A missing file, a checkpoint that is not a transformer, or a
   // SentencePiece vocabulary larger than the model's is one cmha::Error.
+  // Decodes with `options` as given (max_source_tokens 0: the recipe's).
   Translator(const std::string& checkpoint, const TranslatorOptions& options = {});
+  // The same, decoding as the checkpoint's run evaluated its test split
+  // (recipe_translator_options of its recipe) but for the overrides.
+  Translator(const std::string& checkpoint, const DecodingOverrides& overrides);
   // Decodes with a model the caller owns and keeps alive (validation BLEU
   // during training); options.spm_path must name the SentencePiece model.
   Translator(nn::Transformer& model, const TranslatorOptions& options);
@@ -74,8 +102,21 @@ class Translator {
   std::vector<std::string> translate(const std::vector<std::string>& lines,
                                      const std::function<void(size_t, size_t)>& on_batch = {},
                                      const std::string& input_name = "the input");
+  // An input translated part by part as it arrives (cmha translate's
+  // stream): the search.nbest best translations of each line of `lines`,
+  // best first, which follow `first_line` lines of the input; cut lines are
+  // warned about as in translate(), numbered in the whole input, the first
+  // few by name. After the last part, report_cut_lines() counts the rest.
+  std::vector<std::vector<Translation>> translate_part(const std::vector<std::string>& lines, size_t first_line,
+                                                       const std::string& input_name,
+                                                       const std::function<void(size_t, size_t)>& on_batch = {});
+  // One line with the number of cut lines when more were cut than named
+  // (translate() does it itself); starts the count afresh.
+  void report_cut_lines(const std::string& input_name);
   // The best hypothesis of each source token sequence (ids with their EOS).
   std::vector<eval::Hypothesis> translate_ids(const std::vector<std::vector<int64_t>>& sources);
+  // Each one's search.nbest best (or more), best first.
+  std::vector<eval::NBest> search_ids(const std::vector<std::vector<int64_t>>& sources);
 
   // Teacher-forced log-probability (natural log) of each target given its
   // source: Σ log p over the target's pieces and its EOS. `tokens` (when
@@ -96,6 +137,10 @@ class Translator {
   int64_t max_source_tokens() const { return options_.max_source_tokens; }
 
  private:
+  // Loads `checkpoint` (after checking that it and `spm_path` exist) with the
+  // options that `options_of` derives from its recipe.
+  Translator(const std::string& checkpoint, const std::string& spm_path,
+             const std::function<TranslatorOptions(const Recipe&)>& options_of);
   // The SentencePiece model, the search's special ids and the source limit.
   void load_vocabulary(const std::string& model_name);
   // max_source_tokens settled (0 = `fallback`), clamped to learned positions, checked with the beam.
@@ -105,6 +150,7 @@ class Translator {
   std::unique_ptr<nn::Transformer> owned_model_;  // set when loaded from a checkpoint
   nn::Transformer* model_ = nullptr;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  size_t cut_lines_ = 0;  // lines cut since the last report_cut_lines()
 };
 
 }  // namespace cmha::train

@@ -217,12 +217,15 @@ NBest reference_beam_search(const Transformer& model, const std::vector<int64_t>
       }
     }
     bool done = finished.size() >= static_cast<size_t>(k) || t >= max_len || next.empty();
-    if (!done && !finished.empty()) {
-      double best = -INFINITY, reachable = -INFINITY;
-      for (const Hypothesis& h : finished) best = std::max(best, h.score);
+    if (!done && finished.size() >= static_cast<size_t>(o.nbest)) {
+      // The o.nbest-th best finished score against the best any live beam could reach.
+      std::vector<double> scores;
+      for (const Hypothesis& h : finished) scores.push_back(h.score);
+      std::sort(scores.rbegin(), scores.rend());
+      double reachable = -INFINITY;
       const double len = o.lenpen >= 0 ? static_cast<double>(max_len + 1) : static_cast<double>(t + 2);
       for (const Beam& b : next) reachable = std::max(reachable, b.logprob / std::pow(len, o.lenpen));
-      done = best >= reachable;
+      done = scores[static_cast<size_t>(o.nbest - 1)] >= reachable;
     }
     if (done) break;
     beams = std::move(next);
@@ -339,6 +342,54 @@ TEST(BeamSearch, WideBeamFindsTheBruteForceBest) {
       }
     }
   }
+}
+
+// --nbest N: the early stop waits until no live beam can enter the N best,
+// so every sentence gets N hypotheses (the top N exactly as a search without
+// early stop ranks them) and the 1-best never changes.
+TEST(BeamSearch, NbestWaitsForThatManyFinishedHypotheses) {
+  const auto sents = sources();
+  auto [src, pad] = batch_of(sents);
+  for (const Model& m : tiny_models()) {
+    const std::vector<NBest> one = beam_search(*m.net, src, pad, options(4, 0.6, 1.0, 5));
+    for (int64_t n : {2, 4}) {
+      SearchOptions o = options(4, 0.6, 1.0, 5);
+      o.nbest = n;
+      const std::vector<NBest> actual = beam_search(*m.net, src, pad, o);
+      std::vector<NBest> expected;
+      for (const auto& s : sents) expected.push_back(reference_beam_search(*m.net, s, o));
+      expect_same(actual, expected, m.name + " nbest " + std::to_string(n));
+      for (size_t s = 0; s < actual.size(); ++s) {
+        EXPECT_GE(actual[s].size(), static_cast<size_t>(n)) << m.name << " sentence " << s;
+        EXPECT_EQ(str(actual[s].front().tokens), str(one[s].front().tokens)) << m.name << " sentence " << s;
+      }
+    }
+  }
+  // The table of LengthPenaltyChangesTheRanking, α = 0: alone, the empty output stops the search after
+  // one step; an n-best list of 2 waits for "a" to finish too.
+  const std::map<std::vector<int64_t>, std::map<int64_t, double>> table = {
+      {{0}, {{1, 0.5}, {2, 0.45}, {3, 0.05}}}, {{0, 2}, {{1, 0.9}, {2, 0.05}, {3, 0.05}}}};
+  SearchOptions o;
+  o.beam = 2;
+  o.bos = 0;
+  o.eos = 1;
+  o.pad = -1;
+  o.lenpen = 0.0;
+  o.nbest = 2;
+  TableScorer scorer(4, table);
+  const auto out = beam_search(scorer, {10}, o);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_GE(out[0].size(), 2u);
+  EXPECT_TRUE(out[0][0].tokens.empty()) << str(out[0][0].tokens);
+  EXPECT_EQ(str(out[0][1].tokens), "2 ");
+  EXPECT_NEAR(out[0][1].logprob, std::log(0.45) + std::log(0.9), 1e-6);
+  EXPECT_GT(scorer.steps, 1);
+  // More than the beam, or a list from greedy search, is one sentence.
+  o.nbest = 3;
+  TableScorer again(4, table);
+  EXPECT_NE(test::error_of([&] { beam_search(again, {10}, o); }).find("between 1 and the beam size 2"), std::string::npos);
+  o.nbest = 2;
+  EXPECT_NE(test::error_of([&] { greedy_search(again, {10}, o); }).find("not an n-best list of 2"), std::string::npos);
 }
 
 TEST(BeamSearch, BatchOfDifferentLengthsEqualsEachSentenceAlone) {
@@ -661,7 +712,7 @@ TEST(TranslateCommand, ErrorsAreOneSentence) {
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
   r = run_cmha("translate " + dir + "/checkpoint_3.safetensors --beam 0 < /dev/null");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "'--beam'")) << r.output;
+  EXPECT_TRUE(has(r.output, "--beam: Value 0 not in range 1 to 1024")) << r.output;
   r = run_cmha("translate --help");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "--lenpen")) << r.output;
