@@ -712,7 +712,7 @@ TEST(TranslateCommand, ErrorsAreOneSentence) {
   EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
   r = run_cmha("translate " + dir + "/checkpoint_3.safetensors --beam 0 < /dev/null");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "--beam: Value 0 not in range 1 to 1024")) << r.output;
+  EXPECT_TRUE(has(r.output, "option '--beam' needs a whole number from 1 to 1024, not '0'")) << r.output;
   r = run_cmha("translate --help");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "--lenpen")) << r.output;

@@ -243,7 +243,7 @@ TEST_F(TranslateStream, DeviceIsCheckedAsTrainDeviceAndOptionsByRange) {
   }
   r = test::run_cmha("translate --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* part : {"default: the checkpoint's eval.beam", "ID ||| hypothesis ||| score", "--device",
+  for (const char* part : {"(default: the checkpoint's", "eval.beam)", "ID ||| hypothesis ||| score", "--device",
                            "--buffer-size", "--print-scores"})
     EXPECT_TRUE(has(r.output, part)) << part << "\n" << r.output;
 }
