@@ -33,6 +33,10 @@ int bench_command(const Args& args) {
       ->check(whole_number(0, 1000000))->type_name("N")->capture_default_str();
   cl.app().add_option("--threads", threads, "CPU threads (default: train.threads; 0 = all cores)")
       ->check(whole_number(0, 4096))->type_name("T");
+  bool profile = false;
+  cl.app().add_flag("--profile", profile,
+                    "also time every kernel of the timed steps and print a table to stderr: time per kernel and "
+                    "phase (forward, backward, exchange, optimizer), share of the step, GFLOP/s of the GEMMs");
   if (!cl.parse(args)) return 0;
   const FileAndOverrides given = split_overrides(positionals, "bench", "recipe");
   const std::string& recipe_path = given.file;
@@ -44,7 +48,8 @@ int bench_command(const Args& args) {
   const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
   return dist::run_or_abort(*comm, [&] {
     const train::BenchResult r =
-        train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm);
+        train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm, profile);
+    if (comm->is_main() && profile) std::fprintf(stderr, "kernel profile, per step:\n%s", r.profile.c_str());
     if (comm->is_main()) std::printf("%s\n", r.json(recipe_path).c_str());
     return 0;
   });

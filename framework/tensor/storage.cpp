@@ -1,5 +1,7 @@
 #include "tensor/storage.h"
 
+#include <sys/resource.h>
+
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -157,6 +159,12 @@ Storage::~Storage() {
 #ifdef CMHA_WITH_CUDA
   cuda_free(data_, device_.index);
 #endif
+}
+
+double process_peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
 }  // namespace cmha

@@ -60,4 +60,7 @@ class Storage {
 size_t cached_cpu_bytes();
 void release_cached_cpu_memory();
 
+// The peak resident memory of this process so far, in MiB (getrusage's ru_maxrss).
+double process_peak_rss_mb();
+
 }  // namespace cmha

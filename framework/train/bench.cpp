@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/profile.h"
+#include "tensor/storage.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train/gradient_buckets.h"
@@ -117,6 +118,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     backend::set_profiling(false);
     r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   }
+  r.peak_rss_mb = process_peak_rss_mb();
   r.step_ms_median = median(r.step_ms);
   r.exchange_ms_median = comm.size() > 1 ? median(exchange_ms) : 0.0;
   r.tokens_per_s = static_cast<double>(r.target_tokens) / (r.step_ms_median / 1000.0);
@@ -130,7 +132,7 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},
                       {"tokens_per_s", tokens_per_s}, {"first_loss", first_loss},
-                      {"last_loss", last_loss}};
+                      {"last_loss", last_loss},      {"peak_rss_mb", peak_rss_mb}};
   return j.dump();
 }
 

@@ -21,6 +21,7 @@ struct BenchResult {
   double tokens_per_s = 0;      // target tokens / median step time
   double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
+  double peak_rss_mb = 0;       // the process's peak resident memory (getrusage) at the end
   std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
   std::string json(const std::string& recipe_name) const;
 };
