@@ -3,8 +3,8 @@
 
 Reads RUN_DIR/metrics.jsonl of each run and draws a grid of panels against
 updates: training loss, validation loss, validation BLEU, validation top-1
-accuracy (%), learning rate, gradient norm and training throughput, those
-the runs logged. Every run has one colour in every panel and one entry in
+and top-5 accuracy (%), learning rate, gradient norm and training
+throughput, those the runs logged. Every run has one colour in every panel and one entry in
 the figure's legend. Rows written before the metrics were renamed
 (`accuracy`, `units_per_s`) are read too. Needs Debian's python3-matplotlib.
 """
@@ -65,8 +65,8 @@ def panels(unit):
         ("validation loss", f"loss (nats per {unit})", "valid",
          [("loss", "-", "training objective"), ("nll_loss", "--", "NLL (no label smoothing)")], False),
         ("validation BLEU", "BLEU", "valid", [("bleu", "-", None)], False),
-        ("validation accuracy", f"accuracy (% of {unit}s)", "valid",
-         [("top1", "-", "top-1"), ("top5", "--", "top-5")], True),
+        ("validation top-1 accuracy", f"top-1 accuracy (% of {unit}s)", "valid", [("top1", "-", None)], True),
+        ("validation top-5 accuracy", f"top-5 accuracy (% of {unit}s)", "valid", [("top5", "-", None)], True),
         ("learning rate", "learning rate", "train", [("lr", "-", None)], False),
         ("gradient norm", "L2 norm (before clipping)", "train", [("gnorm", "-", None)], False),
         ("training throughput", f"{unit}s per second", "train", [("throughput", "-", None)], False),
@@ -128,7 +128,7 @@ def main():
     for ax in list(axes.flat)[len(present):]:
         ax.set_visible(False)
     handles = [Line2D([], [], color=colours[name], linewidth=2.5) for name in runs]
-    fig.legend(handles, list(runs), loc="upper center", ncol=min(len(runs), 4), fontsize=9.5, frameon=False,
+    fig.legend(handles, list(runs), loc="upper center", ncol=min(len(runs), 4), fontsize=11, frameon=False,
                bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight() * ((len(runs) + 3) // 4)))
     fig.savefig(args.output, dpi=110)

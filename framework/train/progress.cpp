@@ -18,11 +18,17 @@ std::string printf_string(const char* format, double value) {
   return buf;
 }
 
-std::string format_rate(double rate, const std::string& unit) {
+// `text` right-aligned in `width` columns (ASCII).
+std::string pad_left(const std::string& text, size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+// `aligned`: numbers padded to a steady width, so the bar beside them keeps its size.
+std::string format_rate(double rate, const std::string& unit, bool aligned) {
   const std::string number = rate >= 1e5 ? printf_string("%.0fk", rate / 1000)
                              : rate >= 10 ? printf_string("%.0f", rate)
                                           : printf_string("%.2f", rate);
-  return number + " " + unit + "/s";
+  return pad_left(number, aligned ? 5 : 0) + " " + unit + "/s";
 }
 
 std::string format_gnorm(double g) { return "gnorm " + printf_string(g < 100 ? "%.3f" : "%.0f", g); }
@@ -33,22 +39,25 @@ struct Fields {
   LineField epoch, loss, lr, gnorm, rate, elapsed, eta;
 };
 
-Fields fields_of(const ProgressView& v) {
+Fields fields_of(const ProgressView& v, bool aligned) {
   Fields f;
   f.epoch = {"epoch " + std::to_string(v.epoch), 5};
   if (!std::isnan(v.loss)) f.loss = {"loss " + printf_string("%.4f", v.loss), 3};
   if (!std::isnan(v.lr)) f.lr = {"lr " + printf_string("%.2e", v.lr), 6};
   if (!std::isnan(v.gnorm)) f.gnorm = {format_gnorm(v.gnorm), 7};
-  if (!std::isnan(v.rate)) f.rate = {format_rate(v.rate, v.unit), 4};
+  if (!std::isnan(v.rate)) f.rate = {format_rate(v.rate, v.unit, aligned), 4};
   if (!std::isnan(v.elapsed_s)) f.elapsed = {"elapsed " + format_duration(v.elapsed_s), 8};
-  f.eta = {"ETA " + format_duration(v.eta_s), 1};
+  f.eta = {"ETA " + pad_left(format_duration(v.eta_s), aligned ? 6 : 0), 1};
   return f;
 }
 
-// "1234/2000", or "1234" when the plan is unknown.
-std::string update_count(const ProgressView& v) {
+// "1234/2000" (aligned: "  12/2000"), or "1234" when the plan is unknown.
+std::string update_count(const ProgressView& v, bool aligned) {
   std::string out = std::to_string(v.update);
-  if (v.planned > 0) out.append("/").append(std::to_string(v.planned));
+  if (v.planned > 0) {
+    const std::string planned = std::to_string(v.planned);
+    out = pad_left(out, aligned ? planned.size() : 0).append("/").append(planned);
+  }
   return out;
 }
 
@@ -137,13 +146,13 @@ std::vector<std::string> wrap_fields(const std::vector<std::string>& fields, siz
 
 std::string render_progress_bar(const ProgressView& v, int columns, bool unicode) {
   const size_t avail = static_cast<size_t>(std::max(columns, 2) - 1);
-  const Fields f = fields_of(v);
+  const Fields f = fields_of(v, true);
   const bool known = v.planned > 0;
   const double fraction = known ? static_cast<double>(v.update) / static_cast<double>(v.planned) : 0;
   // Display order; the bar (index 3) stretches over what the others leave.
   const std::vector<LineField> pieces = {
       f.epoch,
-      {update_count(v), 0},
+      {update_count(v, true), 0},
       {known ? printf_string("%3.0f%%", std::floor(100 * std::clamp(fraction, 0.0, 1.0))) : "", 0},
       {known ? "[]" : "", 2},
       f.loss, f.lr, f.gnorm, f.rate, f.elapsed, f.eta};
@@ -184,9 +193,9 @@ std::string render_progress_bar(const ProgressView& v, int columns, bool unicode
 }
 
 std::string render_log_line(const ProgressView& v, size_t width) {
-  const Fields f = fields_of(v);
+  const Fields f = fields_of(v, false);
   return fit_fields({f.epoch,
-                     {"update " + update_count(v), 0},
+                     {"update " + update_count(v, false), 0},
                      f.loss, f.lr, f.gnorm, f.rate, f.elapsed, f.eta},
                     width);
 }

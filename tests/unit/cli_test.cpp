@@ -210,12 +210,12 @@ TEST(Cli, PlotDrawsThePngOfARun) {
   Result r = run_cmha("plot " + dir + "/mt -o " + dir + "/mt.png");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_GT(fs::file_size(dir + "/mt.png"), 1000u);
-  EXPECT_TRUE(has(r.output, "panels: training loss, validation loss, validation BLEU, validation accuracy, learning rate, "
+  EXPECT_TRUE(has(r.output, "panels: training loss, validation loss, validation BLEU, validation top-1 accuracy, learning rate, "
                             "gradient norm, training throughput")) << r.output;
   r = run_cmha("plot " + dir + "/vit " + dir + "/old -o " + dir + "/vit.png");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_GT(fs::file_size(dir + "/vit.png"), 1000u);
-  EXPECT_TRUE(has(r.output, "validation accuracy")) << r.output;  // the old run's "accuracy" read as top1
+  EXPECT_TRUE(has(r.output, "validation top-1 accuracy, validation top-5 accuracy")) << r.output;  // the old run's "accuracy" read as top1
   EXPECT_FALSE(has(r.output, "BLEU")) << r.output;                  // no run has BLEU: no BLEU panel
   Result missing = run_cmha("plot " + dir + "/nothing");
   EXPECT_EQ(missing.code, 2) << missing.output;

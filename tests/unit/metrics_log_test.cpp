@@ -234,3 +234,20 @@ TEST(MetricsLog, LinesToKeep) {
                           R"({"split":"valid","update":4})" "\n";
   EXPECT_EQ(metrics_lines_to_keep(two, -1, 4).size(), 3u);
 }
+
+TEST(MetricsLog, TheOldAccuracyNameIsAnErrorThatNamesTheNewOne) {
+  const std::string dir = test::temp_dir("metrics_old_name");
+  fs::remove_all(dir);
+  dist::SingleCommunicator comm;
+  RegressionTask task;
+  const std::string message = test::error_of([&] {
+    Trainer(Recipe::parse("optim: {name: adam, lr: 0.05}\nlr: {schedule: constant, warmup: 0}\n"
+                          "train: {save_dir: " + dir + ", max_epochs: 1, best_metric: accuracy, best_mode: max}\n",
+                          "<recipe>"),
+            task, comm)
+        .run();
+  });
+  EXPECT_EQ(message, "train.best_metric 'accuracy' is not a validation metric of this task (it has loss, top1; "
+                     "accuracy is now named top1)");
+  fs::remove_all(dir);
+}

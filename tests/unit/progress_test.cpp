@@ -95,17 +95,34 @@ TEST(Progress, FieldsDropInTheirOrderAsTheTerminalNarrows) {
   const ProgressView v = mid_run();
   const std::string wide = render_progress_bar(v, 300, false);
   for (const char* part : {"epoch 3", "1234/2000", " 61% [", "loss 4.1235", "lr 5.00e-04", "gnorm 1.234", "5120 tokens/s",
-                           "elapsed 2m10s", "ETA 1m20s"})
+                           "elapsed 2m10s", "ETA  1m20s"})
     EXPECT_TRUE(has(wide, part)) << part << " in " << wide;
   const std::string at80 = render_progress_bar(v, 80, false);
-  EXPECT_TRUE(has(at80, "loss 4.1235") && has(at80, "tokens/s") && has(at80, "ETA 1m20s")) << at80;
+  EXPECT_TRUE(has(at80, "loss 4.1235") && has(at80, "tokens/s") && has(at80, "ETA  1m20s")) << at80;
   EXPECT_FALSE(has(at80, "elapsed") || has(at80, "gnorm")) << at80;  // the least important go first
   const std::string at40 = render_progress_bar(v, 40, false);
-  EXPECT_TRUE(has(at40, "1234/2000") && has(at40, "61%") && has(at40, "ETA 1m20s")) << at40;
+  EXPECT_TRUE(has(at40, "1234/2000") && has(at40, "61%") && has(at40, "ETA  1m20s")) << at40;
   // 61 % of the bar is filled: ASCII '#' then '.'.
   const std::string cells = wide.substr(wide.find('[') + 1, wide.find(']') - wide.find('[') - 1);
   EXPECT_EQ(cells.find_first_not_of('#'), cells.find('.'));
   EXPECT_NEAR(static_cast<double>(cells.find('.')) / static_cast<double>(cells.size()), 0.617, 0.02) << cells;
+}
+
+TEST(Progress, TheBarKeepsItsSizeAsTheNumbersChange) {
+  // Counts, rates and ETAs of different lengths: the bar stays as wide (no jitter while it fills).
+  auto cells = [](const std::string& bar) { return display_width(bar.substr(bar.find('['), bar.find(']') - bar.find('[') + 1)); };
+  ProgressView a = mid_run(), b = mid_run();
+  a.update = 5;
+  a.rate = 77;
+  a.eta_s = 4000;
+  b.update = 1999;
+  b.rate = 20345;
+  b.eta_s = 3;
+  for (int columns : {80, 120}) {
+    EXPECT_EQ(cells(render_progress_bar(a, columns, true)), cells(render_progress_bar(b, columns, true))) << columns;
+    EXPECT_EQ(display_width(render_progress_bar(a, columns, true)), display_width(render_progress_bar(b, columns, true)));
+  }
+  EXPECT_TRUE(has(render_progress_bar(a, 120, false), "   5/2000")) << render_progress_bar(a, 120, false);
 }
 
 TEST(Progress, AFinishedRunFillsTheBar) {
