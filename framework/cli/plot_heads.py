@@ -68,8 +68,11 @@ def main():
         ax.axhline(0.90, color="0.35", linewidth=0.9, linestyle=":", label="90 % of the energy")
         ax.axhline(0.95, color="0.35", linewidth=0.9, linestyle="--", label="95 % of the energy")
         for n, d in enumerate(key_dims):
+            # Which layers have this width, where the checkpoint mixes types.
+            of = {layer.get("type", "concat") for layer in layers if layer.get("key_dim") == d}
+            whose = "" if one_type else " of " + " and ".join(sorted(of))
             ax.axvline(d, color="tab:red", linewidth=1.0, linestyle=(0, (5, 2)) if n == 0 else (0, (2, 2)),
-                       label=f"{symbol} = {d} (key/query width)")
+                       label=f"{width_symbol(of)} = {d} (key/query width{whose})")
         ax.set_title(titles[key], fontsize=11.5)
         ax.set_xlabel("principal components (dimensions)")
         ax.set_xlim(left=0)

@@ -41,7 +41,7 @@ struct Fields {
 
 Fields fields_of(const ProgressView& v, bool aligned) {
   Fields f;
-  f.epoch = {"epoch " + std::to_string(v.epoch), 5};
+  f.epoch = {"epoch " + std::to_string(v.epoch), 6};
   if (!std::isnan(v.loss)) f.loss = {"loss " + printf_string("%.4f", v.loss), 3};
   if (!std::isnan(v.lr)) f.lr = {"lr " + printf_string("%.2e", v.lr), 6};
   if (!std::isnan(v.gnorm)) f.gnorm = {format_gnorm(v.gnorm), 7};
@@ -120,7 +120,9 @@ std::string fit_fields(const std::vector<LineField>& fields, size_t width) {
   // The least important first; of equal ones, the later.
   std::vector<size_t> order(fields.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return fields[a].priority > fields[b].priority; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return fields[a].priority != fields[b].priority ? fields[a].priority > fields[b].priority : a > b;
+  });
   std::string line = joined();
   for (size_t k = 0; width > 0 && display_width(line) > width && k < order.size(); ++k) {
     if (fields[order[k]].priority == 0) break;
@@ -156,7 +158,7 @@ std::string render_progress_bar(const ProgressView& v, int columns, bool unicode
       {known ? printf_string("%3.0f%%", std::floor(100 * std::clamp(fraction, 0.0, 1.0))) : "", 0},
       {known ? "[]" : "", 2},
       f.loss, f.lr, f.gnorm, f.rate, f.elapsed, f.eta};
-  // The bar is at least 10 cells, and 24 while the minor fields (lr, gnorm, elapsed: priority 6 and up) are shown.
+  // The bar is at least 10 cells, and 24 while the minor fields (epoch, lr, gnorm, elapsed: priority 6 and up) are shown.
   constexpr size_t kBar = 3, kMinInner = 10, kMinInnerWithMinor = 24, kMaxInner = 60;
   std::vector<bool> kept(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) kept[i] = !pieces[i].text.empty();
@@ -174,7 +176,9 @@ std::string render_progress_bar(const ProgressView& v, int columns, bool unicode
   };
   std::vector<size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pieces[a].priority > pieces[b].priority; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {  // the least important first; of equal ones, the later
+    return pieces[a].priority != pieces[b].priority ? pieces[a].priority > pieces[b].priority : a > b;
+  });
   for (size_t k = 0;;) {
     if (kept[kBar]) {
       const size_t without_bar = display_width(compose(0)) - 2;  // compose(0) draws "[]"

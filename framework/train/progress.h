@@ -56,10 +56,11 @@ std::vector<std::string> wrap_fields(const std::vector<std::string>& fields, siz
 
 // The bar line for a terminal `columns` wide: at most columns - 1 columns (a
 // character in the last column makes some terminals wrap), e.g.
-//   epoch 1 | 1234/2000  62% [█████████▋      ] loss 4.1234 | lr 5.00e-04 | 5120 tokens/s | ETA 1m20s
-// Fields drop as it narrows: elapsed time, gnorm, lr (while the bar would be
-// under 24 cells), epoch, rate, loss, then the bar itself (under 10 cells);
-// the count, the percentage and the ETA stay longest.
+//   epoch 1 | 1234/2000  62% [█████████▋      ] loss 4.1234 | lr 5.00e-04 |  5120 tokens/s | ETA  1m20s
+// Fields drop as it narrows: elapsed time, gnorm, lr, epoch (while the bar
+// would be under 24 cells), rate, loss, then the bar itself (under 10
+// cells); the count, the percentage and the ETA stay longest. Numbers are
+// padded to steady widths, so the bar does not change size as they change.
 // `unicode`: block characters for the bar (a UTF-8 terminal), else '#' and '.'.
 std::string render_progress_bar(const ProgressView& v, int columns, bool unicode);
 
