@@ -11,6 +11,16 @@ import csv
 import math
 import sys
 
+# Axis labels with units for the results.json keys and grid keys sweeps use most.
+METRIC_LABELS = {"top1": "top-1 accuracy (%)", "top5": "top-5 accuracy (%)", "ema_top1": "EMA top-1 accuracy (%)",
+                 "ema_top5": "EMA top-5 accuracy (%)", "bleu": "BLEU (sacreBLEU)",
+                 "bleu_compound": "BLEU (tokenized, compound-split)", "loss": "loss (nats)"}
+KEY_LABELS = {"key_dim": "key/query width $D_k$", "heads": "heads", "d_model": "model width", "depth": "blocks"}
+
+
+def is_percent(metric):
+    return metric.endswith("top1") or metric.endswith("top5")
+
 
 def main():
     ap = argparse.ArgumentParser(prog="plot_sweep.py", description=__doc__.splitlines()[0])
@@ -44,7 +54,12 @@ def main():
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs)
         ax.set_xticklabels([f"{x:g}" for x in xs])
-    ax.set(xlabel=args.x, ylabel=args.metric, title=f"{args.metric} against {args.x.rsplit('.', 1)[-1]}")
+    x_name = args.x.rsplit(".", 1)[-1]
+    ax.set(xlabel=f"{KEY_LABELS.get(x_name, x_name)} ({args.x})", ylabel=METRIC_LABELS.get(args.metric, args.metric),
+           title=f"{args.metric} against {x_name}")
+    if is_percent(args.metric):
+        from matplotlib.ticker import PercentFormatter
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=100))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -15,6 +15,7 @@
 #include "train/device.h"
 #include "train/image_task.h"
 #include "train/options.h"
+#include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/run_results.h"
 #include "train/trainer.h"
@@ -169,20 +170,22 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
                "train.task translation needs model.kind transformer, got '" + recipe.string("model.kind") + "'");
     task = std::make_unique<train::TranslationTask>(recipe, init_gen, comm.rank(), comm.size());
   }
-  if (comm.is_main())
-    std::fprintf(stderr, "cmha train: %s | %s, %lld parameters, attention %s | %d ranks × %d threads | run dir %s\n",
-                 recipe_path.empty() ? default_recipe_name() : recipe_path.c_str(), recipe.string("model.kind").c_str(),
-                 static_cast<long long>(task->model().num_parameters()), recipe.string("model.attention.type").c_str(),
-                 comm.size(), omp_get_max_threads(), recipe.string("train.save_dir").c_str());
+  if (comm.is_main()) {
+    // Wrapped at its fields on a terminal, like the trainer's lines (train/progress.h).
+    const std::vector<std::string> fields = {
+        "cmha train: " + (recipe_path.empty() ? std::string(default_recipe_name()) : recipe_path),
+        recipe.string("model.kind") + ", " + std::to_string(task->model().num_parameters()) + " parameters, attention " +
+            recipe.string("model.attention.type"),
+        std::to_string(comm.size()) + " ranks × " + std::to_string(omp_get_max_threads()) + " threads",
+        "run dir " + recipe.string("train.save_dir")};
+    const size_t width = train::stderr_is_interactive() ? static_cast<size_t>(train::terminal_width() - 1) : 0;
+    for (const std::string& line : train::wrap_fields(fields, width)) std::fprintf(stderr, "%s\n", line.c_str());
+  }
   train::TrainerHooks hooks;
   hooks.resume = start == train::RunStart::resume;
   hooks.stop_requested = [] { return interrupted(); };
   train::Trainer trainer(recipe, *task, comm, hooks);
-  const train::TrainSummary s = trainer.run();
-  if (comm.is_main())
-    std::fprintf(stderr, "cmha train: %lld updates, %lld epochs, %lld skipped; last checkpoint %s\n",
-                 static_cast<long long>(s.updates), static_cast<long long>(s.epochs),
-                 static_cast<long long>(s.skipped_updates), s.last_checkpoint.c_str());
+  const train::TrainSummary s = trainer.run();  // it prints the closing summary line
   if (s.interrupted) throw Interrupted{};
   if (comm.is_main()) {
     const nlohmann::json results = task->final_evaluation(recipe.string("train.save_dir"));

@@ -53,7 +53,7 @@ BatchLoss ImageClassificationTask::next_batch_loss() {
 std::map<std::string, double> ImageClassificationTask::validate() {
   const eval::ClassificationScores s = evaluate_classifier(*model_, *valid_);
   model_->train();
-  return {{"loss", s.loss}, {"accuracy", s.top1}, {"top5", s.top5}};
+  return {{"loss", s.loss}, {"top1", s.top1}, {"top5", s.top5}};
 }
 
 nlohmann::json ImageClassificationTask::data_state() const {

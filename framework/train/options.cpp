@@ -134,7 +134,7 @@ std::vector<OptionSpec> build() {
   choice("train.best_mode", "min", "Whether a smaller or larger best_metric is better", {"min", "max"});
   add("train.patience", T::integer, "0", "Stop after this many validations without improvement; 0 = never", 0);
   add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
-  add("train.log_every", T::integer, "50", "Write a metrics row (and a plain log line off-terminal) every N updates", 1);
+  add("train.log_every", T::integer, "50", "Write a metrics.jsonl row and a kept progress line every N updates", 1);
   add("train.tensorboard", T::boolean, "false", "Also write every metrics row as TensorBoard scalars (events.out.tfevents.* in the run directory; tensorboard --logdir RUN_DIR)");
   // Data parallelism (dist/launch.h, train/gradient_buckets.h)
   choice("train.dist_backend", "auto", "Communicator: auto = mpi when mpirun/srun started several processes, else single", {"auto", "single", "mpi"});

@@ -14,7 +14,7 @@ namespace cmha::train {
 struct BatchLoss {
   Tensor loss_sum;     // [] summed over the batch's units (the trainer divides by the global unit count)
   int64_t units = 0;   // target tokens or samples in this micro-batch
-  double correct = 0;  // optional: correctly predicted units (accuracy)
+  double correct = 0;  // optional: correctly predicted units (top-1 accuracy)
 };
 
 class Task {
@@ -29,7 +29,8 @@ class Task {
   virtual bool has_next_batch() const = 0;
   virtual BatchLoss next_batch_loss() = 0;
   virtual int64_t batches_per_epoch() const = 0;
-  // Validation metrics ("loss", "accuracy", "perplexity", ...), model in eval mode.
+  // Validation metrics ("loss", "top1", "perplexity", ...), model in eval mode; losses in
+  // nats per unit, accuracies in percent ("top1": % of units predicted right).
   virtual std::map<std::string, double> validate() = 0;
   // The data position, saved in checkpoints so a resume continues exactly.
   virtual nlohmann::json data_state() const = 0;

@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,12 +15,15 @@
 #include "optim/clip.h"
 #include "optim/ema.h"
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "tensor/storage.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/gradient_buckets.h"
-#include "train/tensorboard.h"
+#include "train/metrics_log.h"
 #include "train/model_config.h"
-#include "optim/schedule.h"
+#include "train/progress.h"
+#include "train/tensorboard.h"
 
 namespace cmha::train {
 
@@ -93,8 +94,10 @@ struct Trainer::Impl {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::shared_ptr<Generator> dropout_gen;
   std::unique_ptr<GradientBuckets> buckets;  // the gradient exchange (world 1: scaling only)
-  std::ofstream metrics;
+  MetricsLog metrics;       // rank 0
   std::unique_ptr<TensorBoardWriter> tensorboard;  // train.tensorboard (rank 0)
+  ProgressDisplay display;  // rank 0 draws; a bar on a terminal only
+  int64_t resumed_metrics_rows = -1;  // the checkpoint's "metrics_rows" (-1: an older checkpoint without it)
   // trainer state (saved in checkpoints)
   int64_t update = 0, epoch = 0, nonfinite_in_row = 0, skipped = 0, stale_validations = 0;
   double best = NAN;
@@ -105,7 +108,8 @@ struct Trainer::Impl {
   std::string best_metric;
   bool maximize, bf16, validate_epoch_ends;
 
-  Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h) : recipe(r), task(t), comm(c), hooks(std::move(h)) {
+  Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h)
+      : recipe(r), task(t), comm(c), hooks(std::move(h)), display(c.is_main(), stderr_is_interactive()) {
     dir = r.string("train.save_dir");
     max_updates = r.integer("train.max_updates");
     max_epochs = r.integer("train.max_epochs");
@@ -167,7 +171,7 @@ struct Trainer::Impl {
                  {"best", std::isnan(best) ? nlohmann::json() : nlohmann::json(best)},
                  {"best_metric", best_metric}, {"optimizer_steps", steps},
                  {"dropout_rng", {dropout_gen->seed(), dropout_gen->offset()}},
-                 {"data", task.data_state()}, {"world_size", comm.size()}};
+                 {"data", task.data_state()}, {"world_size", comm.size()}, {"metrics_rows", metrics.rows()}};
     if (!buckets->agreed_order().empty()) c.trainer["bucket_order"] = buckets->agreed_order();
     return c;
   }
@@ -238,6 +242,7 @@ struct Trainer::Impl {
     nonfinite_in_row = t.at("nonfinite_in_row").get<int64_t>();
     stale_validations = t.at("stale_validations").get<int64_t>();
     best = t.at("best").is_null() ? NAN : t.at("best").get<double>();
+    resumed_metrics_rows = t.value("metrics_rows", int64_t{-1});
     saved_update = update;
     // Same world size: each rank continues its own RNG and data position (bit-identical).
     // Another world size: ranks the checkpoint had continue theirs, new ranks keep their seeded
@@ -281,13 +286,14 @@ struct Trainer::Impl {
 
   void log_row(const nlohmann::json& row) {
     if (!comm.is_main()) return;
-    metrics << row.dump() << '\n';
-    metrics.flush();
+    metrics.append(row);
     if (tensorboard) tensorboard->write(row.value("update", int64_t{0}), scalars_of_row(row));
   }
 
-  std::map<std::string, double> validate() {
+  // `epoch_number`: the 1-based epoch the current update belongs to (at an epoch's end, that epoch).
+  std::map<std::string, double> validate(int64_t epoch_number) {
     backend::ProfilePhase phase("validate");
+    display.note("validating at update " + std::to_string(update) + " ...");
     auto m = task.validate();
     // The mean over ranks: every rank then takes the same best/early-stopping decisions.
     std::vector<double> values;
@@ -295,17 +301,18 @@ struct Trainer::Impl {
     comm.all_reduce(values.data(), values.size(), dist::ReduceOp::average);
     size_t j = 0;
     for (auto& [k, v] : m) v = values[j++];
-    nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch}};
+    nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch_number}};
     for (auto& [k, v] : m) row[k] = v;
     log_row(row);
-    std::string line = "valid | epoch " + std::to_string(epoch) + " | update " + std::to_string(update);
-    for (auto& [k, v] : m) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, " | %s %.4f", k.c_str(), v);
-      line += buf;
+    std::vector<std::string> fields = {"valid", "epoch " + std::to_string(epoch_number), "update " + std::to_string(update)};
+    for (auto& [k, v] : m) fields.push_back(format_metric(k, v));
+    display.fields(fields);
+    if (!m.count(best_metric)) {
+      std::string names;
+      for (auto& [k, v] : m) names += (names.empty() ? "" : ", ") + k;
+      throw Error("train.best_metric '" + best_metric + "' is not a validation metric of this task (it has " + names +
+                  (best_metric == "accuracy" ? "; accuracy is now named top1" : "") + ")");
     }
-    if (comm.is_main()) std::fprintf(stderr, "%s%s\n", isatty(2) ? "\r\033[K" : "", line.c_str());
-    CMHA_CHECK(m.count(best_metric), "train.best_metric '" + best_metric + "' is not a validation metric of this task");
     const double v = m.at(best_metric);
     if (improved(v)) {
       best = v;
@@ -333,31 +340,47 @@ TrainSummary Trainer::run() {
   const std::string resume_path = s.comm.all_gather_bytes(s.hooks.resume ? latest_checkpoint(s.dir) : "").at(0);
   if (!resume_path.empty()) {
     s.resume_from(resume_path);
-    if (s.comm.is_main()) std::fprintf(stderr, "resumed from %s at update %lld\n", resume_path.c_str(), (long long)s.update);
+    s.display.line("resumed from " + resume_path + " at update " + std::to_string(s.update));
   } else {
     if (!s.recipe.string("train.init_from").empty()) s.init_from(s.recipe.string("train.init_from"));
     s.task.start_epoch(s.epoch);
   }
   s.broadcast_parameters();
-  if (s.comm.is_main()) s.metrics.open(fs::path(s.dir) / "metrics.jsonl", std::ios::app);
-  if (s.comm.is_main() && s.recipe.boolean("train.tensorboard")) s.tensorboard = std::make_unique<TensorBoardWriter>(s.dir);
-  if (s.comm.is_main() && s.comm.size() > 1)
-    std::fprintf(stderr, "data parallel: %d ranks (%s), gradients in %lld buckets of %g MB, %s\n", s.comm.size(),
-                 s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
-                 s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
-  const bool tty = isatty(2);
+  if (s.comm.is_main()) {
+    const std::string path = (fs::path(s.dir) / "metrics.jsonl").string();
+    // A resumed run redoes the updates after its checkpoint: their rows go (a resume
+    // without a checkpoint starts from update 0, so every row goes).
+    if (s.hooks.resume) s.metrics.open_resumed(path, resume_path.empty() ? 0 : s.resumed_metrics_rows, s.update);
+    else s.metrics.open(path);
+    if (s.recipe.boolean("train.tensorboard")) s.tensorboard = std::make_unique<TensorBoardWriter>(s.dir);
+  }
+  if (s.comm.size() > 1) {
+    char line[256];
+    std::snprintf(line, sizeof line, "data parallel: %d ranks (%s), gradients in %lld buckets of %g MB, %s",
+                  s.comm.size(), s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
+                  s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
+    s.display.line(line);
+  }
   // CMHA_PROFILE=1: time every kernel of this run and print the table at its end.
   const bool profile = std::getenv("CMHA_PROFILE") && std::string(std::getenv("CMHA_PROFILE")) != "0";
   if (profile) {
     backend::reset_profile();
     backend::set_profiling(true);
   }
-  const auto t_start = std::chrono::steady_clock::now();
-  auto t_window = t_start;
-  double window_loss = 0, window_units = 0, window_correct = 0, gnorm = 0;
-  int64_t window_updates = 0;
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  // Throughput counts training time only: validation and checkpoints are left out.
+  double window_loss = 0, window_units = 0, window_correct = 0, window_seconds = 0, gnorm = 0;
+  double total_units = 0, total_seconds = 0;
   const int64_t per_epoch = std::max<int64_t>(1, s.task.batches_per_epoch() / s.update_freq);
+  // The updates of the whole run (an epoch's last update may take fewer than update_freq batches).
+  const int64_t epoch_updates = std::max<int64_t>(1, (s.task.batches_per_epoch() + s.update_freq - 1) / s.update_freq);
+  const int64_t planned = s.max_updates > 0 && s.max_epochs > 0 ? std::min(s.max_updates, s.max_epochs * epoch_updates)
+                          : s.max_updates > 0                    ? s.max_updates
+                                                                 : s.max_epochs * epoch_updates;
   const int64_t first_update = s.update;
+  const std::string unit = s.task.unit_name();
 
   auto done = [&] {
     return (s.max_updates > 0 && s.update >= s.max_updates) || (s.max_epochs > 0 && s.epoch >= s.max_epochs);
@@ -365,7 +388,8 @@ TrainSummary Trainer::run() {
   while (!done()) {
     if (!s.task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
       ++s.epoch;
-      if (s.validate_epoch_ends) summary.last_validation = s.validate();
+      summary.mid_epoch = false;
+      if (s.validate_epoch_ends) summary.last_validation = s.validate(s.epoch);
       // The next epoch's order is drawn before saving, so the checkpoint's
       // data position is "start of epoch N" and a resume never ends an epoch twice.
       s.task.start_epoch(s.epoch);
@@ -379,6 +403,7 @@ TrainSummary Trainer::run() {
       continue;
     }
     // ---- one update: update_freq micro-batches ----
+    const auto t_update = clock::now();
     for (auto& [n, p] : s.params) p.zero_grad();
     double loss = 0, units = 0, correct = 0;
     for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
@@ -411,9 +436,8 @@ TrainSummary Trainer::run() {
     if (!std::isfinite(totals[0]) || !std::isfinite(gnorm)) {
       ++s.skipped;
       ++s.nonfinite_in_row;
-      if (s.comm.is_main())
-        std::fprintf(stderr, "%supdate %lld: non-finite loss or gradient, skipped (%lld in a row)\n", tty ? "\r\033[K" : "",
-                     (long long)s.update + 1, (long long)s.nonfinite_in_row);
+      s.display.line("update " + std::to_string(s.update + 1) + ": non-finite loss or gradient, skipped (" +
+                     std::to_string(s.nonfinite_in_row) + " in a row)");
       CMHA_CHECK(s.nonfinite_in_row < s.max_nonfinite,
                  std::to_string(s.nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
                      s.saved_state());
@@ -428,41 +452,40 @@ TrainSummary Trainer::run() {
       if (s.ema) s.ema->update();
     }
     ++s.update;
+    summary.mid_epoch = true;
+    const double update_seconds = seconds_since(t_update);
     window_loss += totals[0];
     window_units += totals[1];
     window_correct += totals[2];
-    ++window_updates;
+    window_seconds += update_seconds;
+    total_units += totals[1];
+    total_seconds += update_seconds;
 
     const bool log_now = s.update % s.log_every == 0;
-    if (log_now || tty) {
-      const auto now = std::chrono::steady_clock::now();
-      const double secs = std::chrono::duration<double>(now - t_window).count();
-      const double rate = window_units / std::max(secs, 1e-9);
-      // ETA from the average update time of this session.
-      const int64_t planned = s.max_updates > 0 ? s.max_updates : s.max_epochs * per_epoch;
-      const double per_update = std::chrono::duration<double>(now - t_start).count() /
-                                static_cast<double>(std::max<int64_t>(1, s.update - first_update));
-      const double eta = per_update * static_cast<double>(std::max<int64_t>(0, planned - s.update));
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "epoch %lld | update %lld/%lld | loss %.4f | lr %.3g | gnorm %.3f | %.0f %s/s | ETA %lldm%02llds",
-                    (long long)s.epoch + 1, (long long)s.update, (long long)planned,
-                    window_loss / std::max(window_units, 1.0), lr, gnorm, rate, s.task.unit_name(),
-                    (long long)eta / 60, (long long)eta % 60);
-      if (s.comm.is_main()) {
-        if (tty) std::fprintf(stderr, "\r\033[K%s", line);
-        else if (log_now) std::fprintf(stderr, "%s\n", line);
-      }
+    if (log_now || s.display.interactive()) {
+      ProgressView v;
+      v.update = s.update;
+      v.planned = planned;
+      v.epoch = s.epoch + 1;
+      v.loss = window_loss / std::max(window_units, 1.0);
+      v.lr = lr;
+      v.gnorm = gnorm;
+      v.rate = window_units / std::max(window_seconds, 1e-9);
+      v.unit = unit;
+      // ETA from the mean wall time of this session's updates (validations included: they recur).
+      v.elapsed_s = seconds_since(t_start);
+      v.eta_s = v.elapsed_s / static_cast<double>(std::max<int64_t>(1, s.update - first_update)) *
+                static_cast<double>(std::max<int64_t>(0, planned - s.update));
+      s.display.bar(v);
       if (log_now) {
-        s.log_row({{"split", "train"}, {"update", s.update}, {"epoch", s.epoch + 1}, {"loss", window_loss / std::max(window_units, 1.0)},
-                   {"accuracy", 100.0 * window_correct / std::max(window_units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
-                   {"units_per_s", rate}, {"skipped_updates", s.skipped}});
-        window_loss = window_units = window_correct = 0;
-        window_updates = 0;
-        t_window = now;
+        s.log_row({{"split", "train"}, {"update", s.update}, {"epoch", v.epoch}, {"loss", v.loss},
+                   {"top1", 100.0 * window_correct / std::max(window_units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
+                   {unit + "_per_s", v.rate}, {"skipped_updates", s.skipped}});
+        s.display.line(render_log_line(v, s.display.interactive() ? static_cast<size_t>(terminal_width() - 1) : 0));
+        window_loss = window_units = window_correct = window_seconds = 0;
       }
     }
-    if (s.validate_every > 0 && s.update % s.validate_every == 0) summary.last_validation = s.validate();
+    if (s.validate_every > 0 && s.update % s.validate_every == 0) summary.last_validation = s.validate(s.epoch + 1);
     if (s.save_every > 0 && s.update % s.save_every == 0) {
       s.save(checkpoint_name(s.update));
       s.prune();
@@ -473,7 +496,7 @@ TrainSummary Trainer::run() {
       break;
     }
   }
-  if (tty && s.comm.is_main()) std::fprintf(stderr, "\n");
+  s.display.finish();
   if (!summary.interrupted && !summary.early_stopped && s.saved_update != s.update)
     s.save(checkpoint_name(s.update));  // the final state, when the run stopped between epochs
   if (profile && s.comm.is_main()) {
@@ -486,7 +509,34 @@ TrainSummary Trainer::run() {
   summary.epochs = s.epoch;
   summary.skipped_updates = s.skipped;
   summary.last_checkpoint = (fs::path(s.dir) / checkpoint_name(s.update)).string();
+  summary.seconds = seconds_since(t_start);
+  summary.units_per_s = total_units / std::max(total_seconds, 1e-9);
+  summary.unit = unit;
+  summary.best = s.best;
+  summary.best_metric = s.best_metric;
+  summary.peak_rss_mb = process_peak_rss_mb();
+  s.display.fields(summary_fields(summary));
   return summary;
+}
+
+std::vector<std::string> summary_fields(const TrainSummary& s) {
+  std::string head = "cmha train: " + std::to_string(s.updates) + " updates in " + format_duration(s.seconds);
+  if (s.interrupted) head += " (interrupted)";
+  if (s.early_stopped) head += " (early stop: train.patience)";
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.0f %s/s", s.units_per_s, s.unit.c_str());
+  std::vector<std::string> f = {head, s.mid_epoch ? "in epoch " + std::to_string(s.epochs + 1)
+                                                   : std::to_string(s.epochs) + (s.epochs == 1 ? " epoch" : " epochs"),
+                                 rate};
+  if (!std::isnan(s.best)) f.push_back("best " + format_metric(s.best_metric, s.best));
+  f.push_back(std::to_string(s.skipped_updates) + " skipped");
+  if (s.peak_rss_mb > 0) {
+    char rss[48];
+    std::snprintf(rss, sizeof rss, "peak memory %.0f MB", s.peak_rss_mb);
+    f.push_back(rss);
+  }
+  f.push_back("last checkpoint " + s.last_checkpoint);
+  return f;
 }
 
 }  // namespace cmha::train

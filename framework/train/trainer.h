@@ -3,11 +3,14 @@
 // all-reduced through the communicator and averaged by the global number of
 // units, non-finite updates skipped, clipping, the optimiser
 // (optim/optimizer.h), LR schedule, EMA, validation, best/last checkpoints,
-// early stopping, metrics.jsonl and a progress line. A run resumes
+// early stopping, metrics.jsonl (train/metrics_log.h) and the progress
+// display (train/progress.h). A run resumes
 // bit-identically from its latest checkpoint.
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.h"
 #include "train/recipe.h"
@@ -23,9 +26,21 @@ struct TrainerHooks {
 struct TrainSummary {
   int64_t updates = 0, epochs = 0, skipped_updates = 0;
   bool interrupted = false, early_stopped = false;
+  bool mid_epoch = false;   // the last update was not followed by an epoch's end
   std::map<std::string, double> last_validation;
   std::string last_checkpoint;
+  double seconds = 0;       // wall time of this session
+  double units_per_s = 0;   // training throughput of this session (validation and checkpoints left out)
+  std::string unit;         // "tokens" or "samples"
+  double best = NAN;        // the best validation value of best_metric so far (NaN: none yet)
+  std::string best_metric;
+  double peak_rss_mb = 0;   // the process's peak resident memory at the end (this rank)
 };
+
+// The run's closing line as fields: "cmha train: N updates in T", epochs,
+// throughput, the best validation metric, skipped updates, last checkpoint.
+// Trainer::run prints it.
+std::vector<std::string> summary_fields(const TrainSummary& s);
 
 class Trainer {
  public:

@@ -278,7 +278,7 @@ std::map<std::string, double> TranslationTask::validate() {
   std::map<std::string, double> metrics{{"loss", loss / n},
                                         {"nll_loss", nll / n},
                                         {"perplexity", std::exp(nll / n)},
-                                        {"accuracy", 100.0 * correct / n}};
+                                        {"top1", 100.0 * correct / n}};
   if (!bleu_sources_.empty()) {
     TranslatorOptions o;
     o.spm_path = spm_path_;

@@ -29,7 +29,7 @@ class TranslationTask : public Task {
   BatchLoss next_batch_loss() override;
   int64_t batches_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
   // loss: label-smoothed (train.label_smoothing) cross-entropy per target token,
-  // nll_loss: without smoothing, perplexity: exp(nll_loss), accuracy: % of
+  // nll_loss: without smoothing, perplexity: exp(nll_loss), top1: % of
   // target tokens predicted right. Nats. With eval.valid_bleu also bleu:
   // sacreBLEU of the first eval.valid_sentences validation sources translated
   // (beam eval.valid_beam) against their references.

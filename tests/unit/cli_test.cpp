@@ -111,7 +111,14 @@ TEST(Cli, TrainsAVitOnATinySyntheticDataSetAndInfoReadsTheCheckpoint) {
   Result r = run_cmha("train --threads 2 " + tiny_run(dir, dir + "/run") + " train.max_epochs=2");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "valid | epoch 2 | update 8")) << r.output;
-  EXPECT_TRUE(has(r.output, "accuracy")) << r.output;
+  EXPECT_TRUE(has(r.output, "| top1 ")) << r.output;
+  // Off a terminal: no bar, only whole lines, and the closing summary.
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\033["), std::string::npos) << r.output;
+  EXPECT_TRUE(has(r.output, "epoch 2 | update 8/8 | loss ")) << r.output;
+  EXPECT_TRUE(has(r.output, "cmha train: 8 updates in ")) << r.output;
+  EXPECT_TRUE(has(r.output, "| 2 epochs | ")) << r.output;
+  EXPECT_TRUE(has(r.output, " samples/s | best top1 ")) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_8.safetensors"));
   EXPECT_TRUE(fs::exists(dir + "/run/checkpoint_best.safetensors"));
   EXPECT_TRUE(fs::exists(dir + "/run/metrics.jsonl"));
@@ -187,15 +194,40 @@ TEST(Cli, PlotDrawsThePngOfARun) {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") != 0)
     GTEST_SKIP() << "python3-matplotlib is not installed (install.sh installs it)";
   const std::string dir = test::temp_dir("cli_plot");
-  fs::create_directories(dir + "/run");
-  std::ofstream(dir + "/run/metrics.jsonl") << R"({"split":"train","update":1,"loss":2.0})" "\n"
+  fs::create_directories(dir + "/mt");
+  fs::create_directories(dir + "/vit");
+  fs::create_directories(dir + "/old");
+  std::ofstream(dir + "/mt/metrics.jsonl")
+      << R"({"split":"train","update":10,"epoch":1,"loss":7.5,"top1":5.0,"lr":5e-4,"gnorm":1.2,"tokens_per_s":2500})" "\n"
+      << R"({"split":"train","update":20,"epoch":1,"loss":6.5,"top1":9.0,"lr":4e-4,"gnorm":0.8,"tokens_per_s":2600})" "\n"
+      << R"({"split":"valid","update":20,"epoch":1,"loss":6.4,"nll_loss":6.1,"top1":10.0,"bleu":1.5})" "\n";
+  std::ofstream(dir + "/vit/metrics.jsonl")
+      << R"({"split":"train","update":10,"epoch":1,"loss":2.0,"top1":30.0,"lr":1e-3,"gnorm":2.0,"samples_per_s":200})" "\n"
+      << R"({"split":"valid","update":10,"epoch":1,"loss":1.5,"top1":45.0,"top5":90.0})" "\n";
+  // A run directory from before the metrics were renamed.
+  std::ofstream(dir + "/old/metrics.jsonl") << R"({"split":"train","update":1,"loss":2.0,"units_per_s":100})" "\n"
                                             << R"({"split":"valid","update":1,"loss":1.5,"accuracy":40.0})" "\n";
-  Result r = run_cmha("plot " + dir + "/run -o " + dir + "/curves.png");
+  Result r = run_cmha("plot " + dir + "/mt -o " + dir + "/mt.png");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_GT(fs::file_size(dir + "/curves.png"), 1000u);
+  EXPECT_GT(fs::file_size(dir + "/mt.png"), 1000u);
+  EXPECT_TRUE(has(r.output, "panels: training loss, validation loss, validation BLEU, validation top-1 accuracy, learning rate, "
+                            "gradient norm, training throughput")) << r.output;
+  r = run_cmha("plot " + dir + "/vit " + dir + "/old -o " + dir + "/vit.png");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(fs::file_size(dir + "/vit.png"), 1000u);
+  EXPECT_TRUE(has(r.output, "validation top-1 accuracy, validation top-5 accuracy")) << r.output;  // the old run's "accuracy" read as top1
+  EXPECT_FALSE(has(r.output, "BLEU")) << r.output;                  // no run has BLEU: no BLEU panel
   Result missing = run_cmha("plot " + dir + "/nothing");
   EXPECT_EQ(missing.code, 2) << missing.output;
   EXPECT_TRUE(has(missing.output, "metrics.jsonl' does not exist")) << missing.output;
+  Result no_folder = run_cmha("plot " + dir + "/mt -o " + dir + "/no/such/folder.png");
+  EXPECT_EQ(no_folder.code, 2) << no_folder.output;
+  EXPECT_TRUE(has(no_folder.output, "the folder '" + dir + "/no/such' does not exist")) << no_folder.output;
+  Result none = run_cmha("plot");
+  EXPECT_EQ(none.code, 2) << none.output;
+  Result help = run_cmha("plot --help");
+  EXPECT_EQ(help.code, 0) << help.output;
+  EXPECT_TRUE(has(help.output, "--output") && has(help.output, "curves.png")) << help.output;
   fs::remove_all(dir);
 }
 

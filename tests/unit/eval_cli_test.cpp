@@ -36,7 +36,7 @@ TEST(EvalCli, ScoresTheBestCheckpointAsTheFinalEvaluationDid) {
   const std::string run = dir + "/run";
   test::CommandResult r =
       test::run_cmha("train --threads 1 " + test::tiny_run(dir, run) + " train.max_epochs=2 train.ema_decay=0.9 "
-                     "train.best_metric=accuracy train.best_mode=max");
+                     "train.best_metric=top1 train.best_mode=max");
   ASSERT_EQ(r.code, 0) << r.output;
   // cmha train wrote the final evaluation of checkpoint_best and of the EMA weights.
   const nlohmann::json results = train::read_run_results(run);
