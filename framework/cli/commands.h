@@ -41,13 +41,4 @@ bool interrupted();
 int run_plot_script(const std::string& script, const Args& args);
 std::string plot_script_path(const std::string& name);
 
-// Hand-written parsing, for the commands not yet on cli/command_line.h (bleu,
-// translate, plot; main.cpp); remove with their last use.
-// The value of option `args[i]` (advancing i), or a cmha::Error naming it.
-std::string option_value(const Args& args, size_t& i, const char* command);
-// A whole number in [min, max], or a cmha::Error naming the option and text.
-long long parse_int(const std::string& text, const std::string& option, long long min, long long max);
-// A number in [min, max] (max train::kUnbounded: no upper bound), or a cmha::Error naming the option and text.
-double parse_real(const std::string& text, const std::string& option, double min, double max);
-
 }  // namespace cmha::cli

@@ -71,8 +71,8 @@ int compress_command(const Args& args) {
   cl.app().add_option("--tol", opt.als.tol, "stop when the relative error changes by less than X of itself")
       ->check(number(0))->type_name("X")->capture_default_str();
   cl.app().add_option("--init", opt.als.init,
-                      "CP-ALS start: N(0, 1) entries, or the leading singular vectors of the unfoldings (Jacobi "
-                      "eigensolver: slow beyond D of a few hundred)")
+                      "CP-ALS start: N(0, 1) entries, or the leading singular vectors of the unfoldings (LAPACK's "
+                      "eigensolver of their D x D Grams)")
       ->check(one_of({"svd", "random"}))->type_name("INIT")->capture_default_str();
   cl.app().add_option("--seed", opt.als.seed, "seed of the random start")
       ->check(whole_number(0, 1LL << 62))->type_name("S")->capture_default_str();

@@ -11,7 +11,6 @@
 
 #include "cli/commands.h"
 #include "tensor/error.h"
-#include "train/options.h"
 
 #ifndef CMHA_VERSION
 #define CMHA_VERSION "unknown"
@@ -128,43 +127,6 @@ bool interrupted() {
 
 // The hand-written parsing helpers of the commands not yet on cli/command_line.h
 // (bleu, translate, plot); remove them with their last use.
-std::string option_value(const Args& args, size_t& i, const char* command) {
-  if (i + 1 >= args.size())
-    throw Error("option '" + args[i] + "' of 'cmha " + command + "' needs a value");
-  return args[++i];
-}
-
-long long parse_int(const std::string& text, const std::string& option, long long min, long long max) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || used == 0 || v < min || v > max)
-    throw Error("option '" + option + "' needs a whole number from " + std::to_string(min) + " to " +
-                std::to_string(max) + ", not '" + text + "'");
-  return v;
-}
-
-double parse_real(const std::string& text, const std::string& option, double min, double max) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || used == 0 || !(v >= min && v <= max)) {
-    char range[96];
-    if (max >= train::kUnbounded) std::snprintf(range, sizeof range, "a number of at least %g", min);
-    else std::snprintf(range, sizeof range, "a number from %g to %g", min, max);
-    throw Error("option '" + option + "' needs " + range + ", not '" + text + "'");
-  }
-  return v;
-}
-
 }  // namespace cmha::cli
 
 int main(int argc, char** argv) {
