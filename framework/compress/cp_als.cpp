@@ -234,17 +234,23 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     }
     return f;
   };
-  // rhs · normal⁻¹ (the normal equations of one factor), recording the largest ridge needed.
-  auto solve = [&](const Matrix& normal, const Matrix& rhs) {
+  // normal⁻¹ (of one factor's normal equations), recording the largest ridge needed.
+  auto inverse = [&](const Matrix& normal) {
     double ridge = 0.0;
-    Matrix x = spd_solve_right(normal, rhs, &ridge);
+    Matrix inv = spd_inverse(normal, &ridge);
     res.ridge = std::max(res.ridge, ridge);
-    return x;
+    return inv;
   };
   for (int64_t it = 0; it < opt.max_iters; ++it) {
     // M ← MTTKRP_M (G_Q ∘ G_K)⁻¹: [H, R], small enough for double throughout.
     {
-      const Matrix m = solve(hadamard(ga, gb), mixing_mttkrp(u, v, H));
+      const Matrix rhs = mixing_mttkrp(u, v, H), inv = inverse(hadamard(ga, gb));
+      Matrix m(H, R);
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t k = 0; k < R; ++k) {
+          const double a = rhs(i, k);
+          for (int64_t r = 0; r < R; ++r) m(i, r) += a * inv(k, r);
+        }
       gc = Matrix(R, R);
       for (int64_t i = 0; i < H; ++i)
         for (int64_t r = 0; r < R; ++r)
@@ -255,7 +261,7 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     // W̃_Q ← MTTKRP_Q (G_M ∘ G_K)⁻¹, MTTKRP_Q = W_Qᵀ · rows-scaled(W_K W̃_K): [D, R]
     {
       const Tensor rhs = mm(x.query.transpose(0, 1), scale_head_rows(to_tensor(v), C, dk));
-      A = to_tensor(solve(hadamard(gc, gb), to_matrix(rhs)));
+      A = mm(rhs, to_tensor(inverse(hadamard(gc, gb))));
       ga = gram(A);
       normalise_columns(A, ga, lambda);
       u = to_matrix(mm(x.query, A));
@@ -263,7 +269,7 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     // W̃_K ← MTTKRP_K (G_M ∘ G_Q)⁻¹
     {
       const Tensor rhs = mm(x.key.transpose(0, 1), scale_head_rows(to_tensor(u), C, dk));
-      B = to_tensor(solve(hadamard(gc, ga), to_matrix(rhs)));
+      B = mm(rhs, to_tensor(inverse(hadamard(gc, ga))));
       gb = gram(B);
       normalise_columns(B, gb, lambda);
       v = to_matrix(mm(x.key, B));

@@ -71,8 +71,8 @@ struct CpResult {
   double ridge = 0.0;          // largest ridge a normal-equation solve needed (0 = none)
 };
 // Alternating least squares: mixing, then query, then key, each from its
-// normal equations (Hadamard products of the other factors' Grams, a Cholesky
-// solve with a ridge fallback); columns normalised after each step, the
+// normal equations (Hadamard products of the other factors' Grams, the Cholesky
+// inverse with a ridge fallback); columns normalised after each step, the
 // weights folded back at the end, split evenly over the three factors (their
 // cube root each) so no factor's scale dwarfs another's when fine-tuned.
 // Deterministic for a given seed and thread count.

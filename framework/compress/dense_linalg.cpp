@@ -18,14 +18,19 @@ void check_square(const Matrix& a, const char* what) {
              std::string(what) + ": the matrix is " + std::to_string(a.rows) + " × " + std::to_string(a.cols));
 }
 
-// dpotrf on a copy of a's lower triangle (row-major): true when positive definite.
+// LAPACK is column-major; LAPACKE's row-major calls transpose in and out.
+// A symmetric matrix needs neither: its row-major lower triangle is the
+// column-major upper one, so the calls below say COL_MAJOR with 'U' and
+// read and write the row-major lower triangle in place.
+
+// dpotrf on a copy of a, writing L (L Lᵀ = a) into the lower triangle: true when positive definite.
 bool factor(const Matrix& a, Matrix& lower) {
   lower = a;
   const auto n = static_cast<lapack_int>(a.rows);
   if (n == 0) return true;
   for (double x : a.v)
     if (!std::isfinite(x)) return false;
-  return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, lower.v.data(), n) == 0;
+  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', n, lower.v.data(), n) == 0;
 }
 
 }  // namespace
@@ -38,37 +43,31 @@ bool cholesky(const Matrix& a, Matrix& lower) {
   return true;
 }
 
-Matrix spd_solve_right(const Matrix& a, const Matrix& rhs, double* ridge) {
-  check_square(a, "spd_solve_right");
-  CMHA_CHECK(rhs.cols == a.rows, "spd_solve_right: the right-hand side has " + std::to_string(rhs.cols) +
-                                     " columns for a " + std::to_string(a.rows) + " × " + std::to_string(a.rows) +
-                                     " matrix");
+Matrix spd_inverse(const Matrix& a, double* ridge) {
+  check_square(a, "spd_inverse");
   const int64_t n = a.rows;
-  Matrix lower;
+  for (double x : a.v) CMHA_CHECK(std::isfinite(x), "spd_inverse: the matrix holds NaN or infinity");
+  Matrix inv;
   double lambda = 0.0;
-  if (!factor(a, lower)) {
+  if (!factor(a, inv)) {
     double mean_diag = 0.0;
     for (int64_t i = 0; i < n; ++i) mean_diag += std::abs(a(i, i));
     mean_diag = std::max(mean_diag / static_cast<double>(std::max<int64_t>(n, 1)), 1e-300);
-    CMHA_CHECK(std::isfinite(mean_diag), "spd_solve_right: the matrix holds NaN or infinity");
     Matrix shifted = a;
     for (lambda = 1e-12 * mean_diag;; lambda *= 100.0) {
       for (int64_t i = 0; i < n; ++i) shifted(i, i) = a(i, i) + lambda;
-      if (factor(shifted, lower)) break;
-      CMHA_CHECK(std::isfinite(lambda) && lambda < 1e30 * mean_diag,
-                 "spd_solve_right: the matrix stays indefinite under any ridge (does it hold NaN?)");
+      if (factor(shifted, inv)) break;
+      CMHA_CHECK(lambda < 1e30 * mean_diag, "spd_inverse: the matrix stays indefinite under any ridge");
     }
   }
   if (ridge) *ridge = lambda;
-  // x a = rhs ⇔ a xᵀ = rhsᵀ (a symmetric). rhs row-major [m, n] is rhsᵀ
-  // column-major [n, m]: dpotrs solves all m right-hand sides in place.
-  Matrix x = rhs;
-  if (n > 0 && rhs.rows > 0)
-    LAPACKE_dpotrs(LAPACK_COL_MAJOR, 'U', static_cast<lapack_int>(n), static_cast<lapack_int>(rhs.rows),
-                   lower.v.data(), static_cast<lapack_int>(n), x.v.data(), static_cast<lapack_int>(n));
-  // ('U' in column-major reads the upper triangle of the transposed storage,
-  // which is the row-major lower triangle dpotrf wrote.)
-  return x;
+  if (n == 0) return inv;
+  const lapack_int info = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'U', static_cast<lapack_int>(n), inv.v.data(),
+                                         static_cast<lapack_int>(n));
+  CMHA_CHECK(info == 0, "spd_inverse: LAPACK's dpotri failed (info " + std::to_string(info) + ")");
+  for (int64_t i = 0; i < n; ++i)  // dpotri fills the lower triangle: mirror it
+    for (int64_t j = i + 1; j < n; ++j) inv(i, j) = inv(j, i);
+  return inv;
 }
 
 SymmetricEigen symmetric_eigen(const Matrix& input, bool with_vectors) {
@@ -78,17 +77,18 @@ SymmetricEigen symmetric_eigen(const Matrix& input, bool with_vectors) {
   Matrix a = input;
   std::vector<double> w(static_cast<size_t>(n));
   if (n > 0) {
-    const lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, with_vectors ? 'V' : 'N', 'L',
+    const lapack_int info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, with_vectors ? 'V' : 'N', 'U',
                                            static_cast<lapack_int>(n), a.v.data(), static_cast<lapack_int>(n), w.data());
     CMHA_CHECK(info == 0, "symmetric_eigen: LAPACK's dsyevd did not converge (info " + std::to_string(info) + ")");
   }
-  // dsyevd gives ascending order; callers want the largest first.
+  // dsyevd gives ascending order; callers want the largest first. Eigenvector
+  // j is column j of the column-major result: row j of `a` as stored.
   SymmetricEigen e;
   e.values.assign(w.rbegin(), w.rend());
   if (with_vectors) {
     e.vectors = Matrix(n, n);
     for (int64_t k = 0; k < n; ++k)
-      for (int64_t j = 0; j < n; ++j) e.vectors(k, j) = a(k, n - 1 - j);
+      for (int64_t j = 0; j < n; ++j) e.vectors(k, j) = a(n - 1 - j, k);
   }
   return e;
 }

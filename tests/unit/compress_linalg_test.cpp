@@ -67,37 +67,44 @@ TEST(CompressLinalg, CholeskyRefusesAnIndefiniteMatrix) {
   EXPECT_FALSE(cholesky(a, l));
 }
 
-TEST(CompressLinalg, SpdSolveOfAWellConditionedMatrix) {
-  const Matrix a = random_spd(40, 2, 1.0), rhs = random_matrix(7, 40, 12);
+TEST(CompressLinalg, SpdInverseOfAWellConditionedMatrix) {
+  const Matrix a = random_spd(40, 2, 1.0);
   double ridge = -1;
-  const Matrix x = spd_solve_right(a, rhs, &ridge);
+  const Matrix inv = spd_inverse(a, &ridge);
   EXPECT_EQ(ridge, 0.0);
-  ASSERT_EQ(x.rows, 7);
-  ASSERT_EQ(x.cols, 40);
+  Matrix identity(40, 40);
+  for (int64_t i = 0; i < 40; ++i) identity(i, i) = 1.0;
+  EXPECT_LT(residual(inv, a, identity), 1e-10);
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t j = 0; j < 40; ++j) EXPECT_EQ(inv(i, j), inv(j, i));  // both triangles filled
+}
+
+TEST(CompressLinalg, SpdInverseOfALargeMatrix) {
+  const Matrix a = random_spd(384, 3, 384.0), rhs = random_matrix(50, 384, 13);
+  Matrix x(50, 384);  // rhs · a⁻¹, as ALS uses it
+  const Matrix inv = spd_inverse(a);
+  for (int64_t i = 0; i < 50; ++i)
+    for (int64_t k = 0; k < 384; ++k)
+      for (int64_t j = 0; j < 384; ++j) x(i, j) += rhs(i, k) * inv(k, j);
   EXPECT_LT(residual(x, a, rhs), 1e-9);
 }
 
-TEST(CompressLinalg, SpdSolveOfALargeMatrixWithManyRightHandSides) {
-  const Matrix a = random_spd(160, 3, 160.0), rhs = random_matrix(300, 160, 13);
-  EXPECT_LT(residual(spd_solve_right(a, rhs), a, rhs), 1e-9);
-}
-
-TEST(CompressLinalg, SpdSolveOfASingularMatrixAddsARidge) {
+TEST(CompressLinalg, SpdInverseOfASingularMatrixAddsARidge) {
   Matrix a(3, 3);  // rank 1: v vᵀ with v = (1, 2, 3)
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) a(i, j) = (i + 1.0) * (j + 1.0);
   double ridge = 0;
-  const Matrix x = spd_solve_right(a, random_matrix(2, 3, 14), &ridge);
+  const Matrix inv = spd_inverse(a, &ridge);
   EXPECT_GT(ridge, 0.0);
   EXPECT_LT(ridge, 1e-3);
-  for (double v : x.v) EXPECT_TRUE(std::isfinite(v));
+  for (double v : inv.v) EXPECT_TRUE(std::isfinite(v));
 }
 
-TEST(CompressLinalg, SpdSolveRefusesNaNAndMismatchedShapes) {
+TEST(CompressLinalg, SpdInverseRefusesNaNAndNonSquare) {
   Matrix a = random_spd(4, 5, 1.0);
-  EXPECT_THROW(spd_solve_right(a, random_matrix(2, 3, 15)), Error);
+  EXPECT_THROW(spd_inverse(Matrix(2, 3)), Error);
   a(1, 1) = NAN;
-  EXPECT_THROW(spd_solve_right(a, random_matrix(2, 4, 15)), Error);
+  EXPECT_THROW(spd_inverse(a), Error);
 }
 
 TEST(CompressLinalg, EigenDecomposesASymmetricMatrix) {
