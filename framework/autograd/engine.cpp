@@ -12,8 +12,6 @@ namespace cmha::autograd {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local bool g_autocast_bf16 = false;
-thread_local std::vector<std::pair<int, std::function<void()>>> g_backward_progress;
-thread_local int g_next_progress_id = 0;
 std::atomic<uint64_t> g_sequence{0};
 
 bool input_wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
@@ -61,15 +59,6 @@ void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardF
   node->out_shape = out.shape();
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = true;
-}
-
-int add_backward_progress(std::function<void()> fn) {
-  g_backward_progress.emplace_back(g_next_progress_id, std::move(fn));
-  return g_next_progress_id++;
-}
-
-void remove_backward_progress(int id) {
-  std::erase_if(g_backward_progress, [id](const auto& entry) { return entry.first == id; });
 }
 
 void run_backward(const Tensor& root, const Tensor& grad) {
@@ -169,7 +158,6 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     // Free the graph: saved tensors and edges go now, not when the outputs die.
     n->backward = nullptr;
     n->inputs.clear();
-    for (const auto& [id, fn] : g_backward_progress) fn();
   }
 }
 

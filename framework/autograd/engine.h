@@ -93,12 +93,4 @@ void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardF
 // Backpropagates `grad` (same shape as `root`) through root's graph.
 void run_backward(const Tensor& root, const Tensor& grad);
 
-// Functions called after every node of every backward pass on this thread:
-// a turn for work that must progress during backward, such as nonblocking
-// collectives (MPI moves them forward only inside MPI calls, so without a
-// turn between the ops an all-reduce started early would wait for the end).
-// add_backward_progress returns an id for remove_backward_progress.
-int add_backward_progress(std::function<void()> fn);
-void remove_backward_progress(int id);
-
 }  // namespace cmha::autograd

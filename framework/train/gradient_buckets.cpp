@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include "autograd/engine.h"
 #include "backend/kernels.h"
 #include "tensor/error.h"
 
@@ -105,8 +104,7 @@ struct GradientBuckets::State {
     }
   }
 
-  // MPI moves nonblocking collectives forward only inside MPI calls: each op of the backward pass
-  // (autograd::add_backward_progress) and each ready gradient gives it a turn.
+  // MPI moves nonblocking collectives forward only inside MPI calls: each ready gradient gives it a turn.
   void poke() {
     while (next_poke < next_launch && buckets[next_poke].request->test()) ++next_poke;
   }
@@ -202,15 +200,9 @@ GradientBuckets::GradientBuckets(const std::vector<Tensor>& params, dist::Commun
       if (auto s = weak.lock()) s->on_ready(static_cast<int64_t>(i));
     });
   }
-  if (options.overlap)
-    progress_id_ = autograd::add_backward_progress([s = state_.get()] {
-      if (s->armed) s->poke();
-    });
 }
 
-GradientBuckets::~GradientBuckets() {
-  if (progress_id_ >= 0) autograd::remove_backward_progress(progress_id_);
-}
+GradientBuckets::~GradientBuckets() = default;
 
 void GradientBuckets::arm() { state_->armed = true; }
 void GradientBuckets::finish(float scale) { state_->finish(scale); }

@@ -50,7 +50,6 @@ class GradientBuckets {
  private:
   struct State;
   std::shared_ptr<State> state_;  // the hooks hold it weakly: they outlive this object on the parameters
-  int progress_id_ = -1;          // autograd::add_backward_progress: test the launched buckets after every op
 };
 
 }  // namespace cmha::train

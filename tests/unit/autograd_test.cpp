@@ -133,18 +133,3 @@ TEST(Autograd, DtypeConversionIsDifferentiable) {
   y.backward();
   EXPECT_TRUE(all_close(x.grad(), mul_scalar(x.detach(), 2), 0.02f, 0.02f));
 }
-
-// A backward-progress function runs after every node (a turn for nonblocking
-// collectives during backward) and no longer once removed.
-TEST(Autograd, BackwardProgressRunsAfterEveryNode) {
-  Tensor x = Tensor::full({4}, 2.0f);
-  x.set_requires_grad(true);
-  int turns = 0;
-  const int id = autograd::add_backward_progress([&turns] { ++turns; });
-  Tensor y = sum(mul(exp(x), x));  // exp, mul, sum: three nodes
-  y.backward();
-  EXPECT_EQ(turns, 3);
-  autograd::remove_backward_progress(id);
-  sum(mul(exp(x), x)).backward();
-  EXPECT_EQ(turns, 3);
-}
