@@ -9,7 +9,7 @@
 //
 // Prints the wall time of the stack, the time per ALS iteration and the
 // relative errors reached; one repetition (it is a minute long). A second
-// line times one layer with the SVD start (a Jacobi eigensolver of the two
+// line times one layer with the SVD start (LAPACK's eigensolver of the two
 // 768 × 768 unfolding Grams) to show what that start adds.
 //
 // Run: build-bench/tests/bench/cp_als_bench   (see tests/bench/README.md)
