@@ -234,21 +234,25 @@ std::string Recipe::origin(const std::string& path) const {
 
 namespace {
 // Keys in registry order, nested by their dotted parts.
+// (Names and subtrees in two vectors: a pair holding the incomplete DumpTree
+// is refused by clang's standard library checks.)
 struct DumpTree {
-  std::vector<std::pair<std::string, DumpTree>> children;
+  std::vector<std::string> names;
+  std::vector<DumpTree> children;  // children[i] is called names[i]
   YAML::Node leaf;
   DumpTree& child(const std::string& name) {
-    for (auto& [n, t] : children)
-      if (n == name) return t;
-    children.emplace_back(name, DumpTree{});
-    return children.back().second;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return children[i];
+    names.push_back(name);
+    children.emplace_back();
+    return children.back();
   }
   void emit(YAML::Emitter& out) const {
     out << YAML::BeginMap;
-    for (const auto& [name, t] : children) {
-      out << YAML::Key << name << YAML::Value;
-      if (t.children.empty()) out << t.leaf;
-      else t.emit(out);
+    for (size_t i = 0; i < names.size(); ++i) {
+      out << YAML::Key << names[i] << YAML::Value;
+      if (children[i].children.empty()) out << children[i].leaf;
+      else children[i].emit(out);
     }
     out << YAML::EndMap;
   }
