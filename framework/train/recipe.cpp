@@ -74,14 +74,28 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
       }
       case OptionType::real_list:
         if (!node.IsSequence()) return expect;
-        for (const auto& e : node)
+        for (const auto& e : node) {
+          // Checked first: the Dump below must not meet an alias of the list itself ("&b [1, *b]").
+          if (!e.IsScalar()) return expect + ", got a list or mapping inside it";
           if (!std::isfinite(e.as<double>())) return spec.path + " holds " + e.Scalar() + ", not a finite number";
+        }
         return "";
     }
   } catch (const YAML::Exception&) {
     return expect + ", got '" + YAML::Dump(node) + "'";
   }
   return "";
+}
+
+// True when registered keys lie below `path` ("model.attention" for
+// "model.attention.type"). Recipes descend only into such mappings; any other
+// is an unknown key. That also bounds the walk by the registry's depth when
+// an alias makes a mapping contain itself ("model: &x {attention: *x}").
+bool is_option_group(const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const auto& spec : option_registry())
+    if (spec.path.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
 }
 
 // YAML forbids a key twice in one mapping, but yaml-cpp keeps both and
@@ -94,7 +108,7 @@ void refuse_duplicate_keys(const YAML::Node& map, const std::string& prefix, con
     if (!kv.first.IsScalar()) continue;  // absorb reports it
     const std::string key = kv.first.as<std::string>();
     const std::string path = prefix.empty() ? key : prefix + "." + key;
-    if (kv.second.IsMap() && !find_option(path)) {
+    if (kv.second.IsMap() && !find_option(path) && is_option_group(path)) {
       refuse_duplicate_keys(kv.second, path, file, seen);
       continue;
     }
@@ -178,7 +192,7 @@ void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std
     if (prefix.empty() && key == "include") continue;
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node& value = kv.second;
-    if (value.IsMap() && !find_option(path)) {
+    if (value.IsMap() && !find_option(path) && is_option_group(path)) {
       absorb(value, path, file);
       continue;
     }
