@@ -8,6 +8,7 @@
 #include <string>
 
 #include "data/idx.h"
+#include "data/image.h"
 #include "data/token_cache.h"
 #include "support/check.h"
 #include "support/files.h"
@@ -77,4 +78,18 @@ TEST(FuzzRegression, RecipeMappingThatContainsItselfIsAnUnknownKey) {
   // The same for a list that holds itself, where the error message dumped the value.
   EXPECT_EQ(test::error_of([] { train::Recipe::parse("optim:\n  betas: &b [1, *b]\n", "r.yaml"); }),
             "r.yaml:2: optim.betas expects a list of numbers, got a list or mapping inside it");
+}
+
+// fuzz_image: a 109-byte JPEG declaring 65437 × 833 CMYK pixels decoded to 54 M
+// grey pixels (libjpeg fills what is missing) and timed out
+// (tests/fuzz/image/timeout_truncated_54_megapixels.jpg). A JPEG that ends
+// before its image is now corrupt, as Pillow says "image file is truncated".
+TEST(FuzzRegression, TruncatedJpegIsCorruptNotFilledWithGrey) {
+  data::Image im(32, 48, 3);
+  for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> jpg = data::encode_jpeg(im);
+  EXPECT_NO_THROW(data::decode_image(jpg.data(), jpg.size(), data::ColorMode::rgb, "whole.jpg"));
+  const std::vector<uint8_t> cut(jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() * 3 / 4));
+  EXPECT_EQ(test::error_of([&] { data::decode_image(cut.data(), cut.size(), data::ColorMode::rgb, "cut.jpg"); }),
+            "cut.jpg: corrupt JPEG image (Premature end of JPEG file)");
 }
