@@ -1,6 +1,7 @@
 // Reductions: sum, mean, max, argmax.
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "autograd/engine.h"
@@ -92,7 +93,9 @@ std::pair<Tensor, Tensor> max_values_indices(const Tensor& x, int64_t dim, const
 }  // namespace
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
-  auto [values, indices] = max_values_indices(x, dim, "max");
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  Tensor values, indices;
+  std::tie(values, indices) = max_values_indices(x, dim, "max");
   const int64_t d = x.wrap_dim(dim, "max");
   if (keepdim) values = values.unsqueeze(d);
   if (autograd::needs_grad({x})) {

@@ -100,8 +100,17 @@ IdxBytes read_idx_u8(const std::string& path, int rank) {
                   "... describe more than 16 GiB of data");
   }
 
-  out.values.resize(total);
-  const size_t got = read_some(f.get(), out.values.data(), total, path);
+  // The data grows as it is read, in chunks that double from 1 MiB: a header
+  // that promises more than follows (16 GiB in a 40-byte file) allocates no
+  // more than twice what is there.
+  size_t got = 0;
+  while (got < total) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(total - got, std::max<size_t>(got, size_t{1} << 20)));
+    out.values.resize(got + want);
+    const size_t n = read_some(f.get(), out.values.data() + got, want, path);
+    got += n;
+    if (n < want) break;
+  }
   if (got < total) {
     throw Error("IDX file " + quoted(path) + " is truncated: its header " + shape_str(out.dims) + " promises " +
                 std::to_string(total) + " bytes of data but only " + std::to_string(got) + " follow");

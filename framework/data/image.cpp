@@ -1,6 +1,7 @@
 #include "data/image.h"
 
 #include <jpeglib.h>
+#include <jerror.h>  // after jpeglib.h, which it needs
 #include <png.h>
 
 #include <csetjmp>
@@ -50,7 +51,13 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   (*cinfo->err->format_message)(cinfo, err->message);
   std::longjmp(err->jump, 1);
 }
-void jpeg_silent(j_common_ptr, int) {}  // warnings (e.g. extraneous bytes) are not errors
+// Warnings (e.g. extraneous bytes) are not errors, except a file that ends
+// before its image does: libjpeg would fill the rest with grey, so a 100-byte
+// file could pass for a 50-megapixel image (and take a second to decode).
+// Pillow refuses it too ("image file is truncated").
+void jpeg_warning(j_common_ptr cinfo, int msg_level) {
+  if (msg_level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) jpeg_error_exit(cinfo);
+}
 
 // The error sentence of an image larger than the cap, or "".
 std::string too_many_pixels(int64_t height, int64_t width, int64_t max_pixels, const std::string& name) {
@@ -64,7 +71,7 @@ Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::s
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_error_exit;
-  err.mgr.emit_message = jpeg_silent;
+  err.mgr.emit_message = jpeg_warning;
   // Declared before setjmp so that a longjmp never skips their lifetimes.
   Image im;
   std::vector<uint8_t> raw;

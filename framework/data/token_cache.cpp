@@ -45,8 +45,12 @@ TokenCache::TokenCache(const std::string& path) : path_(path) {
     ::close(fd);
     throw Error("'" + path + "' is not a cmha token cache (format " + std::to_string(kVersion) + ")");
   }
-  const uint64_t need = kHeaderBytes + (h.count + 1) * 8 + h.total * 4;
-  if (static_cast<uint64_t>(st.st_size) != need) {
+  // The header's counts are bounded by the file's size before they are
+  // multiplied: a count near 2^61 would wrap `need` around to the size.
+  const auto size = static_cast<uint64_t>(st.st_size);
+  const bool fits = h.count < size / 8 && h.total < size / 4;
+  const uint64_t need = fits ? kHeaderBytes + (h.count + 1) * 8 + h.total * 4 : 0;
+  if (!fits || size != need) {
     ::close(fd);
     throw Error("token cache '" + path + "' is truncated or corrupt: " + std::to_string(st.st_size) + " bytes, " +
                 "the header promises " + std::to_string(need));
@@ -63,9 +67,13 @@ TokenCache::TokenCache(const std::string& path) : path_(path) {
   total_ = h.total;
   offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const char*>(map_) + kHeaderBytes);
   ids_ = reinterpret_cast<const int32_t*>(offsets_ + count_ + 1);
-  if (offsets_[0] != 0 || offsets_[count_] != total_) {
+  // Sentence i is ids[offsets[i], offsets[i+1]): the offsets must climb from
+  // 0 to the id count, or a sentence would be read outside the file.
+  bool ordered = offsets_[0] == 0 && offsets_[count_] == total_;
+  for (uint64_t i = 0; ordered && i < count_; ++i) ordered = offsets_[i] <= offsets_[i + 1];
+  if (!ordered) {
     unmap();
-    throw Error("token cache '" + path + "' is corrupt: its offsets do not cover its ids");
+    throw Error("token cache '" + path + "' is corrupt: its offsets do not cover its ids in order");
   }
 }
 

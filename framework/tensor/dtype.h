@@ -35,11 +35,24 @@ inline bf16 float_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return bf16{static_cast<uint16_t>(u >> 16)};
 }
+// GCC has _Float16 on every x86-64; clang before 15 only with AVX512-FP16,
+// but its storage type __fp16 converts the same way (F16C instructions; the
+// fuzzing build, tests/fuzz, uses clang 14).
+#if defined(__FLT16_MANT_DIG__)
+using ieee_half = _Float16;
+#else
+using ieee_half = __fp16;
+#endif
 inline float f16_to_float(f16 v) {
-  return static_cast<float>(std::bit_cast<_Float16>(v.bits));
+  ieee_half h;
+  std::memcpy(&h, &v.bits, 2);  // not bit_cast: clang cannot return an __fp16
+  return static_cast<float>(h);
 }
 inline f16 float_to_f16(float f) {
-  return f16{std::bit_cast<uint16_t>(static_cast<_Float16>(f))};
+  const ieee_half h = static_cast<ieee_half>(f);
+  f16 out;
+  std::memcpy(&out.bits, &h, 2);
+  return out;
 }
 
 // Maps a C++ element type to its DType (used by Tensor::data<T>()).

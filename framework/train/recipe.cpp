@@ -75,14 +75,28 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
       }
       case OptionType::real_list:
         if (!node.IsSequence()) return expect;
-        for (const auto& e : node)
+        for (const auto& e : node) {
+          // Checked first: the Dump below must not meet an alias of the list itself ("&b [1, *b]").
+          if (!e.IsScalar()) return expect + ", got a list or mapping inside it";
           if (!std::isfinite(e.as<double>())) return spec.path + " holds " + e.Scalar() + ", not a finite number";
+        }
         return "";
     }
   } catch (const YAML::Exception&) {
     return expect + ", got '" + YAML::Dump(node) + "'";
   }
   return "";
+}
+
+// True when registered keys lie below `path` ("model.attention" for
+// "model.attention.type"). Recipes descend only into such mappings; any other
+// is an unknown key. That also bounds the walk by the registry's depth when
+// an alias makes a mapping contain itself ("model: &x {attention: *x}").
+bool is_option_group(const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const auto& spec : option_registry())
+    if (spec.path.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
 }
 
 // YAML forbids a key twice in one mapping, but yaml-cpp keeps both and
@@ -95,7 +109,7 @@ void refuse_duplicate_keys(const YAML::Node& map, const std::string& prefix, con
     if (!kv.first.IsScalar()) continue;  // absorb reports it
     const std::string key = kv.first.as<std::string>();
     const std::string path = prefix.empty() ? key : prefix + "." + key;
-    if (kv.second.IsMap() && !find_option(path)) {
+    if (kv.second.IsMap() && !find_option(path) && is_option_group(path)) {
       refuse_duplicate_keys(kv.second, path, file, seen);
       continue;
     }
@@ -239,7 +253,7 @@ void Recipe::absorb(const YAML::Node& node, const std::string& prefix, const std
     if (prefix.empty() && key == "include") continue;
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node& value = kv.second;
-    if (value.IsMap() && !find_option(path)) {
+    if (value.IsMap() && !find_option(path) && is_option_group(path)) {
       absorb(value, path, file);
       continue;
     }
@@ -297,21 +311,25 @@ std::string Recipe::origin(const std::string& path) const {
 
 namespace {
 // Keys in registry order, nested by their dotted parts.
+// (Names and subtrees in two vectors: a pair holding the incomplete DumpTree
+// is refused by clang's standard library checks.)
 struct DumpTree {
-  std::vector<std::pair<std::string, DumpTree>> children;
+  std::vector<std::string> names;
+  std::vector<DumpTree> children;  // children[i] is called names[i]
   YAML::Node leaf;
   DumpTree& child(const std::string& name) {
-    for (auto& [n, t] : children)
-      if (n == name) return t;
-    children.emplace_back(name, DumpTree{});
-    return children.back().second;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return children[i];
+    names.push_back(name);
+    children.emplace_back();
+    return children.back();
   }
   void emit(YAML::Emitter& out) const {
     out << YAML::BeginMap;
-    for (const auto& [name, t] : children) {
-      out << YAML::Key << name << YAML::Value;
-      if (t.children.empty()) out << t.leaf;
-      else t.emit(out);
+    for (size_t i = 0; i < names.size(); ++i) {
+      out << YAML::Key << names[i] << YAML::Value;
+      if (children[i].children.empty()) out << children[i].leaf;
+      else children[i].emit(out);
     }
     out << YAML::EndMap;
   }
