@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "nn/layers.h"
 #include "support/check.h"
+#include "support/regression_task.h"
 #include "support/files.h"
 #include "train/checkpoint.h"
 #include "train/metrics_log.h"
@@ -20,50 +21,9 @@
 using namespace cmha;
 using namespace cmha::train;
 namespace fs = std::filesystem;
+using test::RegressionTask;
 
 namespace {
-
-// y = x·w* in 4 batches an epoch of 8 samples; `correct` counts samples within 0.5 of their target.
-class RegressionTask : public Task {
- public:
-  RegressionTask() {
-    Generator g(1);
-    model_ = std::make_shared<nn::Linear>(4, 1, true, g);
-    x_ = test::random_tensor({32, 4}, 2);
-    y_ = matmul(x_, Tensor::from_vector({1, -2, 3, 0.5f}, {4, 1}));
-  }
-  nn::Module& model() override { return *model_; }
-  const char* unit_name() const override { return "samples"; }
-  void start_epoch(int64_t e) override {
-    epoch_ = e;
-    pos_ = 0;
-  }
-  bool has_next_batch() const override { return pos_ < 4; }
-  BatchLoss next_batch_loss() override {
-    Tensor x = x_.slice(0, pos_ * 8, pos_ * 8 + 8), y = y_.slice(0, pos_ * 8, pos_ * 8 + 8);
-    Tensor d = sub(model_->forward(x), y);
-    ++pos_;
-    double correct = 0;
-    for (float v : d.detach().to_float_vector()) correct += std::fabs(v) < 0.5f;
-    return {sum(mul(d, d)), 8, correct};
-  }
-  int64_t batches_per_epoch() const override { return 4; }
-  std::map<std::string, double> validate() override {
-    autograd::NoGradGuard ng;
-    Tensor d = sub(model_->forward(x_), y_);
-    return {{"loss", mean(mul(d, d)).item()}, {"top1", 50.0}};
-  }
-  nlohmann::json data_state() const override { return {{"epoch", epoch_}, {"pos", pos_}}; }
-  void restore_data_state(const nlohmann::json& s) override {
-    epoch_ = s.at("epoch");
-    pos_ = s.at("pos");
-  }
-
- private:
-  std::shared_ptr<nn::Linear> model_;
-  Tensor x_, y_;
-  int64_t epoch_ = 0, pos_ = 0;
-};
 
 // 5 epochs of 4 updates, a train row every update, validation at updates 6, 12, 18 and every epoch's end.
 Recipe recipe(const std::string& dir, int epochs = 5) {

@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "nn/layers.h"
 #include "support/check.h"
+#include "support/regression_task.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -20,53 +21,9 @@ using namespace cmha;
 using test::error_of;
 using namespace cmha::train;
 namespace fs = std::filesystem;
+using test::RegressionTask;
 
 namespace {
-
-// y = x·w* with 4 batches an epoch; batches listed in `poison` give a NaN loss.
-class RegressionTask : public Task {
- public:
-  explicit RegressionTask(std::set<int64_t> poison = {}) : poison_(std::move(poison)) {
-    Generator g(1);
-    model_ = std::make_shared<nn::Linear>(4, 1, true, g);
-    x_ = test::random_tensor({32, 4}, 2);
-    y_ = matmul(x_, Tensor::from_vector({1, -2, 3, 0.5f}, {4, 1}));
-  }
-  nn::Module& model() override { return *model_; }
-  const char* unit_name() const override { return "samples"; }
-  void start_epoch(int64_t e) override {
-    epoch_ = e;
-    pos_ = 0;
-  }
-  bool has_next_batch() const override { return pos_ < 4; }
-  BatchLoss next_batch_loss() override {
-    Tensor x = x_.slice(0, pos_ * 8, pos_ * 8 + 8), y = y_.slice(0, pos_ * 8, pos_ * 8 + 8);
-    Tensor d = sub(model_->forward(x), y);
-    Tensor loss = sum(mul(d, d));
-    if (poison_.count(served_++)) loss = mul_scalar(loss, NAN);
-    ++pos_;
-    return {loss, 8, 0};
-  }
-  int64_t batches_per_epoch() const override { return 4; }
-  std::map<std::string, double> validate() override {
-    ++validations;
-    autograd::NoGradGuard ng;
-    Tensor d = sub(model_->forward(x_), y_);
-    return {{"loss", mean(mul(d, d)).item()}};
-  }
-  nlohmann::json data_state() const override { return {{"epoch", epoch_}, {"pos", pos_}}; }
-  void restore_data_state(const nlohmann::json& s) override {
-    epoch_ = s.at("epoch");
-    pos_ = s.at("pos");
-  }
-  std::shared_ptr<nn::Linear> model_;
-  int validations = 0;
-
- private:
-  Tensor x_, y_;
-  std::set<int64_t> poison_;
-  int64_t epoch_ = 0, pos_ = 0, served_ = 0;
-};
 
 Recipe regression_recipe(const std::string& dir, const std::string& extra = "",
                          const std::vector<std::string>& overrides = {}) {
