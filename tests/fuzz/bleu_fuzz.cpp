@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         const BleuScore s = corpus_bleu(hyps, refs, o);
         if (!std::isfinite(s.score) || s.score < 0 || s.score > 100 + 1e-9) std::abort();
-        (void)s.format();
+        (void)s.result().text(2);
       } catch (const cmha::Error&) {
       }
     }
