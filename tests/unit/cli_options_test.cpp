@@ -11,6 +11,7 @@
 
 #include "nn/vit.h"
 #include "support/check.h"
+#include "support/files.h"
 #include "train/checkpoint.h"
 #include "train/model_config.h"
 
@@ -21,12 +22,6 @@ namespace {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The line of `text` that holds `part` ("" when none).
 std::string line_with(const std::string& text, const std::string& part) {
@@ -233,7 +228,7 @@ TEST(CliOptions, OlderCheckpointsWithEveryKeyStillRead) {
 // README.md's command list is `cmha --help`'s: each command once, none missing.
 TEST(CliOptions, ReadmeListsEveryCommandOnce) {
   const std::string usage = test::run_cmha("--help").output;
-  const std::string readme = read(std::string(CMHA_SOURCE_DIR) + "/README.md");
+  const std::string readme = test::read_file(std::string(CMHA_SOURCE_DIR) + "/README.md");
   const size_t block = readme.find("```\ncmha --help");
   ASSERT_NE(block, std::string::npos);
   const std::string list = readme.substr(block, readme.find("```", block + 3) - block);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "support/check.h"
+#include "support/files.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
 #include "train/run_results.h"
@@ -20,12 +21,6 @@ namespace fs = std::filesystem;
 namespace {
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A tiny ViT recipe (dir/tiny.yaml, `max_updates` updates) on tiny image files in
 // dir; returns the data and model overrides every sweep of it passes.
@@ -91,10 +86,10 @@ TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
   for (const char* name : {"type-concat_key_dim-8", "type-concat_key_dim-4", "type-collaborative_key_dim-8",
                            "type-collaborative_key_dim-4"})
     EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/" + name))) << name;
-  const std::string csv = read(dir + "/sweep/sweep.csv");
+  const std::string csv = test::read_file(dir + "/sweep/sweep.csv");
   EXPECT_EQ(csv.rfind("name,model.attention.type,model.attention.key_dim,top1,", 0), 0u) << csv;
   EXPECT_TRUE(has(csv, "\ntype-collaborative_key_dim-4,collaborative,4,")) << csv;
-  EXPECT_TRUE(has(read(dir + "/sweep/sweep.md"), "| collaborative | 4 | ")) << r.output;
+  EXPECT_TRUE(has(test::read_file(dir + "/sweep/sweep.md"), "| collaborative | 4 | ")) << r.output;
   EXPECT_TRUE(has(r.output, "| model.attention.type | model.attention.key_dim | top1 |")) << r.output;
   EXPECT_TRUE(fs::exists(dir + "/sweep/sweep.png")) << r.output;
 
@@ -103,7 +98,7 @@ TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "[4/4] type-collaborative_key_dim-4 has results.json, skipped")) << r.output;
   EXPECT_FALSE(has(r.output, "cmha train:")) << r.output;
-  EXPECT_EQ(read(dir + "/sweep/sweep.csv"), csv);
+  EXPECT_EQ(test::read_file(dir + "/sweep/sweep.csv"), csv);
 
   // A bad grid value fails before any run starts.
   r = test::run_cmha("sweep " + dir + "/tiny.yaml --grid model.attention.key_dim=8,wide --metric top1 -o " + dir + "/bad");
@@ -129,8 +124,8 @@ TEST(SweepCli, JobsRunSideBySideWithTheirOwnLogs) {
   EXPECT_TRUE(has(r.output, "sweep run type-concat_key_dim-3 (exit 2) failed (see their train.log)")) << r.output;
   EXPECT_FALSE(has(r.output, "cmha train:")) << r.output;  // the runs' own messages are in their logs
   EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/type-concat_key_dim-8")));
-  EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-8/train.log"), "cmha train:"));
-  EXPECT_TRUE(has(read(dir + "/sweep/type-concat_key_dim-3/train.log"), "key_dim"));
+  EXPECT_TRUE(has(test::read_file(dir + "/sweep/type-concat_key_dim-8/train.log"), "cmha train:"));
+  EXPECT_TRUE(has(test::read_file(dir + "/sweep/type-concat_key_dim-3/train.log"), "key_dim"));
 
   // A run log that cannot be written (here a folder in its place) is an error naming it, before the run starts.
   fs::remove_all(dir + "/sweep/type-concat_key_dim-3");
@@ -160,13 +155,13 @@ TEST(SweepCli, SigtermStopsTheRunningRuns) {
       "(sleep 60; kill -KILL $s; pkill -KILL -f '" + dir + "/sweep/key_dim-8') > /dev/null 2>&1 & w=$!; "
       "wait $s; echo $? > sweep.rc; kill $w";
   ASSERT_EQ(std::system(script.c_str()), 0);
-  EXPECT_EQ(read(dir + "/sweep.rc"), "130\n") << read(dir + "/sweep.out");
+  EXPECT_EQ(test::read_file(dir + "/sweep.rc"), "130\n") << test::read_file(dir + "/sweep.out");
   EXPECT_FALSE(fs::exists(run_results_path(dir + "/sweep/key_dim-8")));
-  EXPECT_TRUE(has(read(log), "interrupted")) << read(log);
+  EXPECT_TRUE(has(test::read_file(log), "interrupted")) << test::read_file(log);
   bool saved = false;
   for (const auto& e : fs::directory_iterator(dir + "/sweep/key_dim-8"))
     saved = saved || e.path().filename().string().rfind("checkpoint_", 0) == 0;
-  EXPECT_TRUE(saved) << read(log);
+  EXPECT_TRUE(saved) << test::read_file(log);
   fs::remove_all(dir);
 }
 
@@ -228,7 +223,7 @@ TEST(SweepCli, ARunOfADifferentRecipeIsRefusedOrRerun) {
   r = test::run_cmha("sweep --rerun-changed " + args);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "key_dim-8 (afresh: its directory held a run of a different recipe)")) << r.output;
-  EXPECT_TRUE(has(read(run + "/recipe.yaml"), "max_updates: 3")) << read(run + "/recipe.yaml");
+  EXPECT_TRUE(has(test::read_file(run + "/recipe.yaml"), "max_updates: 3")) << test::read_file(run + "/recipe.yaml");
   EXPECT_TRUE(has(r.output, "--overwrite: removed")) << r.output;  // not resumed from the old run's update 2
   EXPECT_TRUE(fs::exists(run + "/checkpoint_3.safetensors"));
   // Now of the same recipe: skipped, the table printed.
