@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/cpu/kernel_table.h"
+#include "backend/kernel_entries.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
@@ -10,6 +11,31 @@
 #endif
 
 namespace cmha::backend {
+
+// The entry list names every function pointer of the table: a new entry
+// that is not added to backend/kernel_entries.h fails here.
+#define CMHA_COUNT_ENTRY(family, entry) +1
+static_assert(sizeof(KernelTable) ==
+                  sizeof(const char*) + (0 CMHA_KERNEL_ENTRIES(CMHA_COUNT_ENTRY)) * sizeof(void (*)()),
+              "backend/kernel_entries.h must list every entry of KernelTable");
+#undef CMHA_COUNT_ENTRY
+
+std::vector<std::string> kernel_entry_names() {
+  std::vector<std::string> names;
+#define CMHA_NAME_ENTRY(family, entry) names.push_back(#family "." #entry);
+  CMHA_KERNEL_ENTRIES(CMHA_NAME_ENTRY)
+#undef CMHA_NAME_ENTRY
+  return names;
+}
+
+std::vector<std::string> empty_entries(const KernelTable& table) {
+  std::vector<std::string> empty;
+#define CMHA_EMPTY_ENTRY(family, entry) \
+  if (table.family.entry == nullptr) empty.push_back(#family "." #entry);
+  CMHA_KERNEL_ENTRIES(CMHA_EMPTY_ENTRY)
+#undef CMHA_EMPTY_ENTRY
+  return empty;
+}
 
 const KernelTable& kernel_table(Device device) {
   switch (device.type) {

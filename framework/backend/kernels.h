@@ -29,6 +29,7 @@
 #include "backend/buckets.h"
 #include "backend/profile.h"
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -62,6 +63,11 @@ const KernelTable& kernel_table(Device device);
 // that says why: no CUDA in the build, no GPU visible, no such index, or no
 // CUDA kernels in this version.
 void require_device(Device device, const std::string& what);
+
+// Every entry of the table as "family.entry" (backend/kernel_entries.h's
+// order), and those `table` leaves empty.
+std::vector<std::string> kernel_entry_names();
+std::vector<std::string> empty_entries(const KernelTable& table);
 
 // Throws "<entry>: no kernel for <device> in this build" (the CUDA table fills in
 // turn; an empty entry must never fall back to the CPU).

@@ -1,9 +1,10 @@
-// The BLEU tokenisers (sacreBLEU's 13a, intl and none), Unicode lowercasing
-// and the compound split on arbitrary bytes, line by line, then corpus BLEU
-// of the lines against themselves shifted by one (the first half of the
-// input's lines as hypotheses, the next as references) with every tokenizer,
-// lowercased and not. Invalid UTF-8 must be a cmha::Error; a score must be a
-// finite number in [0, 100].
+// The BLEU tokenisers (sacreBLEU's 13a, intl and none), the TER tokenizer,
+// Unicode lowercasing and the compound split on arbitrary bytes, line by line,
+// then corpus BLEU, chrF/chrF++ and TER of the lines against themselves
+// shifted by one (the first half of the input's lines as hypotheses, the next
+// as references) with every tokenizer and option, lowercased and not. Invalid
+// UTF-8 must be a cmha::Error; BLEU and chrF must be finite numbers in
+// [0, 100], TER finite and ≥ 0 (it may exceed 100).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "eval/bleu.h"
+#include "eval/chrf.h"
+#include "eval/ter.h"
 #include "tensor/error.h"
 
 namespace {
@@ -45,6 +48,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)compound_split(unicode_lower(line));
     } catch (const cmha::Error&) {
     }
+    for (bool normalized : {false, true}) {
+      TerOptions o;
+      o.normalized = normalized;
+      o.no_punct = normalized;
+      o.asian_support = normalized;
+      try {
+        const std::string t = ter_tokenize(line, o);
+        if (detail::find_invalid_utf8(t) != std::string_view::npos) std::abort();
+      } catch (const cmha::Error&) {
+      }
+    }
   }
   const size_t half = lines.size() / 2;
   const std::vector<std::string> hyps(lines.begin(), lines.begin() + half);
@@ -62,5 +76,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } catch (const cmha::Error&) {
       }
     }
+  const std::vector<std::vector<std::string>> ref_streams{refs};
+  for (int word_order : {0, 2})
+    for (bool flags : {false, true}) {
+      ChrfOptions o;
+      o.word_order = word_order;
+      o.lowercase = flags;
+      o.whitespace = flags;
+      o.eps_smoothing = !flags;
+      try {
+        const ChrfScore s = corpus_chrf(hyps, ref_streams, o);
+        if (!std::isfinite(s.score) || s.score < 0 || s.score > 100 + 1e-9) std::abort();
+        (void)s.result().text(2);
+      } catch (const cmha::Error&) {
+      }
+    }
+  for (bool normalized : {false, true}) {
+    TerOptions o;
+    o.normalized = normalized;
+    o.case_sensitive = normalized;
+    try {
+      const TerScore s = corpus_ter(hyps, ref_streams, o);
+      if (!std::isfinite(s.score) || s.score < 0 || s.num_edits < 0) std::abort();
+      (void)s.result().text(2);
+    } catch (const cmha::Error&) {
+    }
+  }
   return 0;
 }

@@ -23,7 +23,7 @@ constexpr int64_t kGroup = 4 * kCounters;  // elements per group of counters
 constexpr int64_t kTask = 4 * kGroup;      // elements per parallel task
 
 // Philox4x32-10 of counters first .. first + kCounters - 1; word l of counter
-// j lands in out[l][j]. The same rounds as philox4x32 in tensor/rng.cpp.
+// j lands in out[l][j]. The same rounds as philox4x32_10 (tensor/philox.h), 64 lanes at once.
 [[gnu::always_inline]] inline void philox_lanes(uint64_t first, std::array<uint32_t, 2> key,
                                                 uint32_t (&out)[4][kCounters]) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
