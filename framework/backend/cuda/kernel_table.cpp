@@ -7,6 +7,7 @@ const backend::KernelTable& kernel_table() {
     backend::KernelTable t;
     t.device_name = "CUDA";
     // One line per family, as each family's kernels land.
+    t.matmul = matmul_kernels();
     return t;
   }();
   return table;
