@@ -1,5 +1,6 @@
 #include "backend/kernels.h"
 
+#include <cstring>
 #include <string>
 
 #include "backend/cpu/kernel_table.h"
@@ -37,11 +38,36 @@ std::vector<std::string> empty_entries(const KernelTable& table) {
   return empty;
 }
 
+namespace {
+
+// The emulated CUDA device's transfer: host bytes to host bytes, with the
+// real entry's checks (contiguous, one dtype and shape, one side on the CPU).
+void emulated_transfer(const Tensor& dst, const Tensor& src) {
+  CMHA_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape() &&
+                 (dst.device().is_cpu() != src.device().is_cpu()),
+             "copy.transfer: " + src.describe() + " -> " + dst.describe() +
+                 " must be contiguous, of one dtype and shape, with exactly one side on the CPU");
+  if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+}
+
+const KernelTable& emulated_cuda_table() {
+  static const KernelTable table = [] {
+    KernelTable t = cpu::kernel_table();
+    t.device_name = "CUDA (emulated on the CPU)";
+    t.copy.transfer = emulated_transfer;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
 const KernelTable& kernel_table(Device device) {
   switch (device.type) {
     case DeviceType::cpu:
       return cpu::kernel_table();
     case DeviceType::cuda:
+      if (cuda_emulated()) return emulated_cuda_table();
 #ifdef CMHA_WITH_CUDA
       return cuda::kernel_table();
 #else
@@ -54,6 +80,10 @@ const KernelTable& kernel_table(Device device) {
 
 void require_device(Device device, const std::string& what) {
   if (device.is_cpu()) return;
+  if (cuda_emulated()) {
+    CMHA_CHECK(device.index == 0, what + ": the emulated CUDA device (CMHA_EMULATE_CUDA=1) is cuda:0 alone");
+    return;
+  }
 #ifndef CMHA_WITH_CUDA
   throw Error(what + ": this cmha was built without CUDA (CMHA_CUDA=OFF, or no nvcc and CUDA toolkit were found "
                      "when it was configured); use cpu");

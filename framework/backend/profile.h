@@ -83,6 +83,7 @@ struct ProfiledKernel<R (*)(A...)> {
   R (*fn)(A...);
   const char* entry;
   R operator()(A... args) const {  // the entry's own parameter types, so braced arguments still convert
+    const EmulatedKernelScope scope;  // the emulated CUDA device's memory is readable inside
     if (!profiling()) return fn(std::forward<A>(args)...);
     detail::KernelTimer timer(entry, detail::kernel_flops(entry, args...));
     return fn(std::forward<A>(args)...);

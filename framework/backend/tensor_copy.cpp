@@ -25,6 +25,12 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
 }
 
 void Tensor::copy_(const Tensor& src) {
+  // Across devices (a checkpoint's CPU tensors into GPU parameters, say) the
+  // source travels first, as PyTorch's copy_ does.
+  if (src.defined() && defined() && src.device() != device() && (src.device().is_cpu() || device().is_cpu())) {
+    copy_(src.to(device()));
+    return;
+  }
   const Device dev = common_device("copy_", {*this, src});
   const Shape out_shape = broadcast_shapes(shape(), src.shape(), "copy_");
   CMHA_CHECK(out_shape == shape(), "copy_: source " + src.describe() + " does not broadcast to " + describe());
@@ -47,6 +53,17 @@ Tensor Tensor::to(Device target) const {
   Tensor out = Tensor::empty(shape(), dtype(), target);
   CMHA_KERNEL(target.is_cpu() ? device() : target, copy.transfer)(out, src);
   return out;
+}
+
+void Tensor::move_to_(Device target) {
+  if (target == device() && is_contiguous()) return;
+  const Tensor moved = contiguous().to(target);
+  TensorImpl& me = impl();
+  me.storage = moved.impl().storage;
+  me.shape = moved.shape();
+  me.strides = moved.strides();
+  me.offset = moved.offset();
+  if (me.grad) me.grad = Tensor(me.grad).to(target).impl_ptr();
 }
 
 }  // namespace cmha

@@ -33,7 +33,7 @@ void check_options(const SearchOptions& o) {
 Tensor checked_log_probs(const Tensor& lp, size_t rows) {
   CMHA_CHECK(lp.dim() == 2 && lp.size(0) == static_cast<int64_t>(rows),
              "beam search: the scorer returned " + lp.describe() + " for " + std::to_string(rows) + " rows");
-  return lp.to(DType::f32).contiguous();
+  return lp.to(DType::f32).to(Device::cpu()).contiguous();  // the search itself runs on the host
 }
 
 // Whether token v may be produced at step t (length limit and bans applied).
@@ -104,18 +104,18 @@ void sort_nbest(std::vector<NBest>& out) {
 class TransformerScorer : public StepScorer {
  public:
   TransformerScorer(const nn::Transformer& model, const Tensor& src, const Tensor& src_pad, int64_t width)
-      : model_(model), cache_(model.new_cache()) {
+      : model_(model), cache_(model.new_cache()), device_(model.parameters().front().device()) {
     const int64_t B = src.size(0);
-    Tensor memory = model.encode(src, src_pad);  // [B, S, D]
+    Tensor memory = model.encode(src.to(device_), src_pad.to(device_));  // [B, S, D]
     if (width == 1) {
       memory_ = memory;
-      pad_ = src_pad;
+      pad_ = src_pad.to(device_);
     } else {
       std::vector<int64_t> rows;
       for (int64_t b = 0; b < B; ++b)
         for (int64_t j = 0; j < width; ++j) rows.push_back(b);
       memory_ = eval::select_rows(memory, rows);
-      pad_ = eval::select_rows(src_pad, rows);
+      pad_ = eval::select_rows(src_pad.to(device_), rows);
     }
   }
 
@@ -127,7 +127,7 @@ class TransformerScorer : public StepScorer {
                  "beam search: the decoder cache is out of step with the hypotheses");
       last[r] = prefixes[r].back();
     }
-    Tensor logits = model_.decode(Tensor::from_vector_i64(last, {R, 1}), memory_, pad_, &cache_);  // [R, 1, V]
+    Tensor logits = model_.decode(Tensor::from_vector_i64(last, {R, 1}).to(device_), memory_, pad_, &cache_);  // [R, 1, V]
     return log_softmax(logits.view({R, logits.size(2)}), -1);
   }
 
@@ -145,6 +145,7 @@ class TransformerScorer : public StepScorer {
  private:
   const nn::Transformer& model_;
   nn::DecoderCache cache_;
+  Device device_;  // the model's: every tensor of the step lives there
   Tensor memory_, pad_;
 };
 
@@ -156,7 +157,7 @@ std::vector<int64_t> max_lengths(const nn::Transformer& model, const Tensor& src
   CMHA_CHECK(src_pad.dtype() == DType::b8, "beam search: the padding mask must be b8, got " + src_pad.describe());
   CMHA_CHECK(!model.is_training(), "beam search needs the model in eval mode (dropout off): call eval() first");
   const int64_t B = src.size(0), S = src.size(1);
-  Tensor pad = src_pad.contiguous();
+  Tensor pad = src_pad.to(Device::cpu()).contiguous();
   const bool* p = pad.data<bool>();
   std::vector<int64_t> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
@@ -365,7 +366,6 @@ std::vector<NBest> generate(const nn::Transformer& model, const Tensor& src, con
 }
 
 Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
-  x.check_host("select_rows");  // host memcpy of rows; the GPU decoder (issue 16) needs an index kernel
   CMHA_CHECK(x.dim() >= 1, "select_rows: needs at least one dim, got " + x.describe());
   const int64_t n = x.size(0);
   for (int64_t r : rows)
@@ -377,6 +377,19 @@ Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) {
   if (n == 0 || rows.empty()) return out;
   const size_t row_bytes = src.nbytes() / static_cast<size_t>(n);
   if (row_bytes == 0) return out;
+  if (!src.device().is_cpu()) {
+    // On a GPU: one device copy per run of consecutive rows (a gather kernel
+    // would be one launch; the fused GPU decoder replaces this).
+    for (size_t i = 0; i < rows.size();) {
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+      const int64_t len = static_cast<int64_t>(j - i);
+      Tensor dst = out.narrow(0, static_cast<int64_t>(i), len);
+      dst.copy_(src.narrow(0, rows[i], len));
+      i = j;
+    }
+    return out;
+  }
   const char* s = static_cast<const char*>(src.raw_data());
   char* d = static_cast<char*>(out.raw_data());
   // Runs of consecutive source rows: one memcpy each.

@@ -17,10 +17,11 @@ void ClassificationMeter::add(const Tensor& logits, const Tensor& labels) {
                  labels.describe());
   autograd::NoGradGuard no_grad;
   // (The cross-entropy also checks that every label is a class of the logits.)
-  loss_sum_ += cross_entropy(logits, labels, 0.0f, -100, Reduction::sum).item();
-  const Device dev = common_device("classification scores", {logits, labels});
+  const Tensor y_dev = labels.to(logits.device());  // a loader's labels are on the CPU
+  loss_sum_ += cross_entropy(logits, y_dev, 0.0f, -100, Reduction::sum).item();
+  const Device dev = common_device("classification scores", {logits, y_dev});
   const Tensor z = logits.detach().contiguous().to(DType::f32);
-  const Tensor y = labels.to(DType::i64).contiguous();
+  const Tensor y = y_dev.to(DType::i64).contiguous();
   Tensor rank = Tensor::empty({logits.size(0)}, DType::i64, dev);  // [B]: classes scoring above the true one
   CMHA_KERNEL(dev, reduce.target_rank)(z, y, rank);
   for (int64_t better : rank.to_i64_vector()) {

@@ -41,7 +41,7 @@ Tensor DropPath::forward(const Tensor& x) const {
   // One keep/drop decision per sample: a [B, 1, ..., 1] mask scaled by 1/(1-p).
   Shape mask_shape(x.dim(), 1);
   mask_shape[0] = x.size(0);
-  Tensor scale = dropout(Tensor::ones(mask_shape), p, true, generator("DropPath"));
+  Tensor scale = dropout(Tensor::ones(mask_shape, DType::f32, x.device()), p, true, generator("DropPath"));
   return mul(x, scale);
 }
 

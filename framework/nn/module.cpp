@@ -88,6 +88,13 @@ Generator& Module::generator(const char* who) const {
   return *gen_;
 }
 
+void Module::to(Device device) {
+  for (auto& [name, p] : named_parameters()) {
+    Tensor t = p;
+    t.move_to_(device);
+  }
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   if (!t.requires_grad()) t.set_requires_grad(true);
   params_.emplace_back(name, t);

@@ -30,6 +30,11 @@ class Module {
   // mismatches are one error listing them; `strict=false` ignores unexpected names.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
+  // Moves every parameter to `device`, in place (Tensor::move_to_), so the
+  // layers' own handles follow. Build on the CPU (the initialisers draw the
+  // same numbers on every device), then move.
+  void to(Device device);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -34,8 +34,8 @@ Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : Optimizer(std::
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].tensor;
     CMHA_CHECK(p.defined(), "Adam: " + label(p, i) + " is an undefined tensor");
-    CMHA_CHECK(p.dtype() == DType::f32 && p.device().is_cpu() && p.is_contiguous(),
-               "Adam: " + label(p, i) + " is " + p.describe() + "; only contiguous f32 CPU parameters are supported");
+    CMHA_CHECK(p.dtype() == DType::f32 && p.is_contiguous(),
+               "Adam: " + label(p, i) + " is " + p.describe() + "; only contiguous f32 parameters are supported");
     state_.push_back(
         {0, Tensor::zeros(p.shape(), DType::f32, p.device()), Tensor::zeros(p.shape(), DType::f32, p.device())});
   }

@@ -13,8 +13,8 @@ namespace {
 
 void check_param(const Tensor& p, size_t i) {
   CMHA_CHECK(p.defined(), "EMA: " + label(p, i) + " is an undefined tensor");
-  CMHA_CHECK(p.dtype() == DType::f32 && p.device().is_cpu() && p.is_contiguous(),
-             "EMA: " + label(p, i) + " is " + layout(p) + "; only contiguous f32 CPU parameters are supported");
+  CMHA_CHECK(p.dtype() == DType::f32 && p.is_contiguous(),
+             "EMA: " + label(p, i) + " is " + layout(p) + "; only contiguous f32 parameters are supported");
 }
 
 EmaOptions with_decay(double decay) {

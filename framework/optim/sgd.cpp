@@ -45,8 +45,8 @@ SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : Optimizer(std::move
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].tensor;
     CMHA_CHECK(p.defined(), "SGD: " + label(p, i) + " is an undefined tensor");
-    CMHA_CHECK(p.dtype() == DType::f32 && p.device().is_cpu() && p.is_contiguous(),
-               "SGD: " + label(p, i) + " is " + layout(p) + "; only contiguous f32 CPU parameters are supported");
+    CMHA_CHECK(p.dtype() == DType::f32 && p.is_contiguous(),
+               "SGD: " + label(p, i) + " is " + layout(p) + "; only contiguous f32 parameters are supported");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "tensor/device.h"
 #include "tensor/error.h"
 
 namespace cmha {
@@ -103,6 +104,7 @@ void cuda_check(int status, const char* call, const std::string& what) {
 }
 
 int cuda_device_count() {
+  if (cuda_emulated()) return 1;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();  // "no driver" and "no device" both mean: none here

@@ -1,6 +1,9 @@
 #include "tensor/device.h"
 
+#include <atomic>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 
 #include "tensor/error.h"
 
@@ -23,8 +26,42 @@ std::string Device::str() const {
   return type == DeviceType::cpu ? "cpu" : "cuda:" + std::to_string(index);
 }
 
+namespace {
+std::atomic<int>& emulation() {
+  // -1: not yet read from the environment.
+  static std::atomic<int> state{-1};
+  return state;
+}
+std::atomic<int> open_kernels{0};
+}  // namespace
+
+bool cuda_emulated() {
+  int s = emulation().load(std::memory_order_relaxed);
+  if (s < 0) {
+    const char* env = std::getenv("CMHA_EMULATE_CUDA");
+    s = env && std::strcmp(env, "1") == 0 ? 1 : 0;
+    int expected = -1;
+    emulation().compare_exchange_strong(expected, s);
+    s = emulation().load();
+  }
+  return s == 1;
+}
+
+void set_cuda_emulated(bool on) { emulation().store(on ? 1 : 0); }
+
+// A global count, not a thread-local one: a CPU kernel's OpenMP threads read
+// the memory too. (It also lets another host thread in while a kernel runs;
+// the emulator is a test tool and the trainer's host work is single-threaded.)
+EmulatedKernelScope::EmulatedKernelScope() : counted_(cuda_emulated()) {
+  if (counted_) open_kernels.fetch_add(1, std::memory_order_relaxed);
+}
+EmulatedKernelScope::~EmulatedKernelScope() {
+  if (counted_) open_kernels.fetch_sub(1, std::memory_order_relaxed);
+}
+bool inside_emulated_kernel() { return open_kernels.load(std::memory_order_relaxed) > 0; }
+
 #ifndef CMHA_WITH_CUDA
-int cuda_device_count() { return 0; }
+int cuda_device_count() { return cuda_emulated() ? 1 : 0; }
 #endif
 
 }  // namespace cmha

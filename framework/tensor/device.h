@@ -19,7 +19,33 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
-// Number of CUDA devices visible (0 when cmha was built without CUDA).
+// Number of CUDA devices visible (0 when cmha was built without CUDA; 1
+// when the device is emulated, below).
 int cuda_device_count();
+
+// The emulated CUDA device, for testing device code paths on machines
+// without a GPU (CMHA_EMULATE_CUDA=1 in the environment, or
+// set_cuda_emulated): cuda:0 then exists, its memory is host memory and its
+// kernel table is the CPU's, so training on it gives the CPU's numbers bit
+// for bit, but host code may touch its memory only inside a kernel-table
+// call. Every place that would read GPU memory from the host on a real GPU
+// (a missing .to(cpu), a batch left on the CPU, a checkpoint written from
+// device tensors) is then an error on any machine, in CI. Real GPUs, when
+// present, are hidden while it is on.
+bool cuda_emulated();
+void set_cuda_emulated(bool on);
+// Marks a kernel-table call in progress (backend/profile.h opens one around
+// every entry): while any is open, host code may read emulated device memory.
+class EmulatedKernelScope {
+ public:
+  EmulatedKernelScope();
+  ~EmulatedKernelScope();
+  EmulatedKernelScope(const EmulatedKernelScope&) = delete;
+  EmulatedKernelScope& operator=(const EmulatedKernelScope&) = delete;
+
+ private:
+  bool counted_;
+};
+bool inside_emulated_kernel();
 
 }  // namespace cmha

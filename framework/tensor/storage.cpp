@@ -123,8 +123,11 @@ void release_cached_cpu_memory() {
   c.bytes = 0;
 }
 
-Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (device.is_cpu()) {
+Storage::Storage(size_t nbytes, Device device)
+    : nbytes_(nbytes), host_(device.is_cpu() || cuda_emulated()), device_(device) {
+  if (!device.is_cpu() && host_ && device.index != 0)
+    throw Error("cannot allocate on " + device.str() + ": the emulated CUDA device (CMHA_EMULATE_CUDA) is cuda:0 alone");
+  if (host_) {
     if (!cache_cap().error.empty()) throw Error(cache_cap().error);
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = rounded_size(nbytes);
@@ -152,7 +155,7 @@ std::shared_ptr<Storage> Storage::borrowed(void* data, size_t nbytes, Device dev
 
 Storage::~Storage() {
   if (!data_ || !owned_) return;
-  if (device_.is_cpu()) {
+  if (host_) {
     if (!give_cached(data_, capacity_)) std::free(data_);
     return;
   }

@@ -21,7 +21,7 @@ namespace cmha {
 class Storage {
   struct Borrow {};
   Storage(Borrow, void* data, size_t nbytes, Device device)
-      : data_(data), nbytes_(nbytes), owned_(false), device_(device) {}
+      : data_(data), nbytes_(nbytes), owned_(false), host_(device.is_cpu() || cuda_emulated()), device_(device) {}
 
  public:
   static constexpr size_t kAlignment = 64;
@@ -36,6 +36,8 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Host memory: a CPU block, or a block of the emulated CUDA device (device.h).
+  bool on_host() const { return host_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -44,6 +46,7 @@ class Storage {
   size_t nbytes_ = 0;
   size_t capacity_ = 0;  // CPU: the block's real size (a cached block may be larger than asked)
   bool owned_ = true;
+  bool host_ = true;
   Device device_;
   std::atomic<uint64_t> version_{0};  // relaxed: a count, ordered by whatever orders the writes
 };

@@ -148,7 +148,8 @@ void Tensor::check_dtype(DType expected, const char* op) const {
 }
 
 void Tensor::check_host(const char* op) const {
-  CMHA_CHECK(device().is_cpu(), std::string(op) + ": host code cannot read " + describe() +
+  if (device().is_cpu() || (impl().storage->on_host() && inside_emulated_kernel())) return;
+  CMHA_CHECK(false, std::string(op) + ": host code cannot read " + describe() +
                                     " (device memory); copy it with to(Device::cpu()) or run a kernel of " +
                                     device().str());
 }

@@ -98,6 +98,12 @@ class Tensor {
   Tensor clone() const;               // autograd-aware deep copy
   Tensor to(DType dtype) const;       // autograd-aware between floating types
   Tensor to(Device device) const;     // copy to another device
+  // Moves this tensor's values to `device` in place: every handle of it
+  // (a layer's member, the module's list, a tied parameter) then sees a
+  // contiguous tensor there, with its autograd meta and name kept. For
+  // parameters before training (nn::Module::to); views of the old storage
+  // keep the old memory.
+  void move_to_(Device device);
   Tensor detach() const;              // same data, no autograd history
   void copy_(const Tensor& src);      // in place, no autograd; shapes must match (src may broadcast)
   void fill_(double value);           // in place, no autograd

@@ -5,6 +5,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/image_pipeline.h"
 #include "train/model_config.h"
 #include "train/trainer.h"
@@ -19,7 +20,8 @@ eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, dat
   eval::ClassificationMeter meter;
   loader.start_epoch(0);
   data::ImageBatch b;
-  while (loader.next(b)) meter.add(model.forward(b.images), b.labels);  // logits [B, classes]
+  const Device device = model.parameters().front().device();
+  while (loader.next(b)) meter.add(model.forward(b.images.to(device)), b.labels);  // logits [B, classes]
   return meter.scores();
 }
 
@@ -31,17 +33,21 @@ ImageClassificationTask::ImageClassificationTask(const Recipe& r, Generator& ini
   valid_ = std::make_unique<data::ImageLoader>(d.valid, image_loader_options(r, false), seed, 0, 1);
   label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
   model_ = std::make_shared<nn::VisionTransformer>(vit_config(r), init_gen);
+  // Initialised on the CPU (the same numbers on every device), then moved.
+  device_ = recipe_device(r);
+  model_->to(device_);
 }
 
 BatchLoss ImageClassificationTask::next_batch_loss() {
   data::ImageBatch b;
   CMHA_CHECK(train_->next(b), "image task: the epoch has no batch left (the trainer asked past its end)");
   model_->train();
-  Tensor logits = model_->forward(b.images);  // [B, C, S, S] -> [B, classes]
+  Tensor logits = model_->forward(b.images.to(device_));  // [B, C, S, S] -> [B, classes]
   BatchLoss out;
   // Mixed batches carry soft targets with the smoothing in them already.
-  out.loss_sum = b.targets.defined() ? soft_cross_entropy(logits, b.targets, 0.0f, Reduction::sum)
-                                     : cross_entropy(logits, b.labels, label_smoothing_, -100, Reduction::sum);
+  out.loss_sum = b.targets.defined()
+                     ? soft_cross_entropy(logits, b.targets.to(device_), 0.0f, Reduction::sum)
+                     : cross_entropy(logits, b.labels.to(device_), label_smoothing_, -100, Reduction::sum);
   out.units = b.labels.numel();
   // Accuracy against the original labels (of the dominant image when mixed).
   const auto pred = argmax(logits.detach(), 1).to_i64_vector();

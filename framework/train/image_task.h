@@ -38,6 +38,7 @@ class ImageClassificationTask : public Task {
 
  private:
   std::shared_ptr<nn::VisionTransformer> model_;
+  Device device_;  // train.device: the model's, and each batch's once loaded
   // Training is sharded by rank; every rank validates on the whole split.
   std::unique_ptr<data::ImageLoader> train_, valid_;
   float label_smoothing_;

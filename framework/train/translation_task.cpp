@@ -1,5 +1,7 @@
 #include "train/translation_task.h"
 
+#include "train/device.h"
+
 #include <omp.h>
 
 #include <chrono>
@@ -226,7 +228,23 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   CMHA_CHECK(!batches_.empty(), "the training data make fewer batches than the " + std::to_string(world) +
                                     " ranks (" + std::to_string(train_batcher_->kept()) + " pairs kept)");
   model_ = std::make_shared<nn::Transformer>(cfg, init_gen);
+  // Initialised on the CPU (the same numbers on every device), then moved.
+  device_ = recipe_device(r);
+  model_->to(device_);
 }
+
+namespace {
+// The batch's tensors on `device` (ids, masks); the CPU batch keeps the host copy.
+data::TranslationBatch on_device(const data::TranslationBatch& b, Device device) {
+  if (device.is_cpu()) return b;
+  data::TranslationBatch d = b;
+  d.src = b.src.to(device);
+  d.src_pad = b.src_pad.to(device);
+  d.tgt_in = b.tgt_in.to(device);
+  d.tgt_out = b.tgt_out.to(device);
+  return d;
+}
+}  // namespace
 
 void TranslationTask::start_epoch(int64_t epoch) {
   if (epoch != epoch_) batches_ = train_batcher_->epoch_batches(epoch);
@@ -237,8 +255,9 @@ void TranslationTask::start_epoch(int64_t epoch) {
 BatchLoss TranslationTask::next_batch_loss() {
   CMHA_CHECK(has_next_batch(), "TranslationTask: no batch left in epoch " + std::to_string(epoch_));
   const data::Batch& idx = batches_[position_++];
-  const data::TranslationBatch b = data::make_batch(train_src_, train_tgt_, idx, data::SentencePieceVocab::kPad,
-                                                    data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+  const data::TranslationBatch host = data::make_batch(train_src_, train_tgt_, idx, data::SentencePieceVocab::kPad,
+                                                       data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+  const data::TranslationBatch b = on_device(host, device_);
   model_->train();
   Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);  // [B, T, V]
   const int64_t V = logits.size(2);
@@ -248,7 +267,7 @@ BatchLoss TranslationTask::next_batch_loss() {
   out.loss_sum = cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum);
   out.units = b.tgt_tokens;
   const auto pred = argmax(flat.detach(), 1).to_i64_vector();
-  const int64_t* y = target.data<int64_t>();
+  const int64_t* y = host.tgt_out.data<int64_t>();  // [B·T], row-major like target
   for (size_t i = 0; i < pred.size(); ++i) out.correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
   return out;
 }
@@ -258,8 +277,9 @@ std::map<std::string, double> TranslationTask::validate() {
   model_->eval();
   double loss = 0, nll = 0, tokens = 0, correct = 0;
   for (const data::Batch& idx : valid_batches_) {
-    const data::TranslationBatch b = data::make_batch(valid_src_, valid_tgt_, idx, data::SentencePieceVocab::kPad,
-                                                      data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+    const data::TranslationBatch host = data::make_batch(valid_src_, valid_tgt_, idx, data::SentencePieceVocab::kPad,
+                                                         data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
+    const data::TranslationBatch b = on_device(host, device_);
     Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);
     const int64_t V = logits.size(2);
     Tensor flat = logits.reshape({-1, V});
@@ -270,7 +290,7 @@ std::map<std::string, double> TranslationTask::validate() {
                 : 0.0;
     tokens += static_cast<double>(b.tgt_tokens);
     const auto pred = argmax(flat, 1).to_i64_vector();
-    const int64_t* y = target.data<int64_t>();
+    const int64_t* y = host.tgt_out.data<int64_t>();
     for (size_t i = 0; i < pred.size(); ++i) correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
   }
   if (label_smoothing_ <= 0) loss = nll;

@@ -51,6 +51,7 @@ class TranslationTask : public Task {
 
  private:
   std::shared_ptr<nn::Transformer> model_;
+  Device device_;  // train.device: the model's, and each batch's once made
   std::unique_ptr<data::SentencePieceVocab> vocab_;
   data::TokenCache train_src_, train_tgt_, valid_src_, valid_tgt_;
   std::unique_ptr<data::TokenBatcher> train_batcher_;

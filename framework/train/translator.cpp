@@ -227,9 +227,11 @@ std::vector<double> Translator::score(const std::vector<std::string>& sources, c
       for (size_t k = 0; k + 1 < tv.size(); ++k) t_in[b * T + static_cast<int64_t>(k) + 1] = tv[k];
     }
     // [B, T, V] log-probabilities of every next piece
-    Tensor lp = log_softmax(model_->forward(Tensor::from_vector_i64(s_ids, {B, S}), src_pad,
-                                            Tensor::from_vector_i64(t_in, {B, T})),
+    const Device dev = model_->parameters().front().device();
+    Tensor lp = log_softmax(model_->forward(Tensor::from_vector_i64(s_ids, {B, S}).to(dev), src_pad.to(dev),
+                                            Tensor::from_vector_i64(t_in, {B, T}).to(dev)),
                             -1)
+                    .to(Device::cpu())
                     .contiguous();
     const int64_t V = lp.size(2);
     const float* p = lp.data<float>();

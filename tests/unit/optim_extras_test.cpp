@@ -444,7 +444,7 @@ TEST(WeightEma, BadSettingsAreErrors) {
   expect_error([&] { ExponentialMovingAverage({Tensor::zeros({2}, DType::i64)}, 0.9); },
                "EMA: parameter 0 is i64[2]");
   expect_error([&] { ExponentialMovingAverage({Tensor::zeros({2, 3}).transpose(0, 1)}, 0.9); },
-               "only contiguous f32 CPU parameters");
+               "only contiguous f32 parameters");
 }
 
 // ---------------------------------------------------------------- SGD

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "support/check.h"
+#include "support/checkpoint_hash.h"
 #include "support/files.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
@@ -55,30 +56,6 @@ std::string machine_signature() {
          " | " + __VERSION__ + build_flavour();
 }
 
-// FNV-1a over every tensor (name, dtype, shape, bytes, in name order) and the
-// trainer state; the stored recipe is left out: it holds the run's paths (as
-// does an averaged checkpoint's trainer state, "averaged_from").
-std::string checkpoint_hash(const std::string& path) {
-  const SafetensorsFile f = load_safetensors(path);
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  for (const auto& [name, t] : f.tensors) {
-    mix(name.data(), name.size());
-    const std::string dt = dtype_name(t.dtype());
-    mix(dt.data(), dt.size());
-    mix(t.shape().data(), t.shape().size() * sizeof(int64_t));
-    mix(t.raw_data(), t.nbytes());
-  }
-  const auto trainer = f.metadata.find("trainer");
-  if (trainer != f.metadata.end() && trainer->second.find("averaged_from") == std::string::npos) mix(trainer->second.data(), trainer->second.size());
-  std::ostringstream s;
-  s << std::hex << h;
-  return s.str();
-}
-
 std::string recorded_hash(const std::string& run) {
   std::ifstream in(std::string(CMHA_SOURCE_DIR) + "/tests/data/training_checksums.tsv");
   const std::string prefix = machine_signature() + "\t" + run + "\t";
@@ -98,7 +75,7 @@ std::string text_hash(const std::string& text) {
 
 // `what` is a checkpoint path, or a hash already made by text_hash.
 void expect_recorded(const std::string& run, const std::string& what) {
-  const std::string actual = what.rfind("text:", 0) == 0 ? what : checkpoint_hash(what);
+  const std::string actual = what.rfind("text:", 0) == 0 ? what : test::checkpoint_hash(what);
   if (std::getenv("CMHA_RECORD_CHECKSUMS")) {
     std::cout << "add to tests/data/training_checksums.tsv:\n" << machine_signature() << "\t" << run << "\t" << actual
               << "\n";
