@@ -7,7 +7,11 @@ const backend::KernelTable& kernel_table() {
     backend::KernelTable t;
     t.device_name = "CUDA";
     // One line per family, as each family's kernels land.
+    t.layer_norm = layer_norm_kernels();
+    t.loss = loss_kernels();
     t.matmul = matmul_kernels();
+    t.reduce = reduce_kernels();
+    t.softmax = softmax_kernels();
     return t;
   }();
   return table;
