@@ -33,6 +33,9 @@ int bench_command(const Args& args) {
       ->check(whole_number(0, 1000000))->type_name("N")->capture_default_str();
   cl.app().add_option("--threads", threads, "CPU threads (default: train.threads; 0 = all cores)")
       ->check(whole_number(0, 4096))->type_name("T");
+  std::string device;
+  cl.app().add_option("--device", device, "where to run: cpu, cuda, cuda:N (default: the recipe's train.device)")
+      ->type_name("DEVICE");
   bool profile = false;
   cl.app().add_flag("--profile", profile,
                     "also time every kernel of the timed steps and print a table to stderr: time per kernel and "
@@ -40,7 +43,8 @@ int bench_command(const Args& args) {
   if (!cl.parse(args)) return 0;
   const FileAndOverrides given = split_overrides(positionals, "bench", "recipe");
   const std::string& recipe_path = given.file;
-  const std::vector<std::string>& overrides = given.overrides;
+  std::vector<std::string> overrides = given.overrides;
+  if (!device.empty()) overrides.push_back("train.device=" + device);
   if (recipe_path.empty()) throw Error("cmha bench needs a recipe file (try 'cmha bench --help')");
   const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));

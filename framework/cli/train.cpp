@@ -156,7 +156,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
     t = std::max<long long>(1, std::min<long long>(omp_get_max_threads(), std::thread::hardware_concurrency() /
                                                                               comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
-  train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
+  const Device device = train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
 
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   std::unique_ptr<train::Task> task;
@@ -177,6 +177,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
         recipe.string("model.kind") + ", " + std::to_string(task->model().num_parameters()) + " parameters, attention " +
             recipe.string("model.attention.type"),
         std::to_string(comm.size()) + " ranks × " + std::to_string(omp_get_max_threads()) + " threads",
+        "on " + train::describe_device(device),
         "run dir " + recipe.string("train.save_dir")};
     const size_t width = train::stderr_is_interactive() ? static_cast<size_t>(train::terminal_width() - 1) : 0;
     for (const std::string& line : train::wrap_fields(fields, width)) std::fprintf(stderr, "%s\n", line.c_str());

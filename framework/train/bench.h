@@ -12,6 +12,7 @@ namespace cmha::train {
 
 struct BenchResult {
   std::string attention;        // encoder self-attention type
+  std::string device;           // train.device, described (train/device.h)
   int64_t parameters = 0;
   int threads = 0;               // per rank
   int ranks = 1;                // data-parallel processes, each with the whole bench batch

@@ -2,6 +2,9 @@
 
 #include "backend/kernels.h"
 #include "tensor/error.h"
+#ifdef CMHA_WITH_CUDA
+#include "tensor/cuda_runtime.h"
+#endif
 
 namespace cmha::train {
 
@@ -19,6 +22,23 @@ Device checked_device(const std::string& text, const std::string& what) {
   }
   backend::require_device(device, what);
   return device;
+}
+
+std::string describe_device(Device device) {
+  if (device.is_cpu()) return "cpu";
+  if (cuda_emulated()) return device.str() + " (emulated: host memory, CPU kernels)";
+#ifdef CMHA_WITH_CUDA
+  return device.str() + " (" + cuda_device_description(device.index) + ")";
+#else
+  return device.str();
+#endif
+}
+
+void check_device_communicator(Device device, int world_size, const std::string& backend) {
+  if (device.is_cpu() || world_size == 1 || cuda_emulated()) return;
+  throw Error("train.device=" + device.str() + " with " + std::to_string(world_size) +
+              " ranks: the " + backend + " communicator exchanges host memory, and cmha's NCCL backend for GPU "
+              "gradients has not landed yet; train on one GPU, or on CPUs with " + backend);
 }
 
 }  // namespace cmha::train

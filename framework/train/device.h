@@ -9,6 +9,15 @@ namespace cmha::train {
 // every problem is one sentence naming train.device and its value.
 Device recipe_device(const Recipe& recipe);
 
+// The device's name for a person: "cpu", "cuda:0 (NVIDIA H200, 139.8 GiB,
+// compute capability 9.0)", "cuda:0 (emulated: host memory, CPU kernels)".
+std::string describe_device(Device device);
+
+// Data parallelism on GPUs needs a communicator that reads device memory
+// (NCCL): with more than one rank on a GPU and a host-memory backend, one
+// sentence naming both.
+void check_device_communicator(Device device, int world_size, const std::string& backend);
+
 // The same for a device named elsewhere (a command's --device): every
 // problem is one sentence starting with `what` (e.g. "--device cuda").
 Device checked_device(const std::string& text, const std::string& what);

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/device.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -269,6 +271,7 @@ struct Trainer::Impl {
   // Rank 0's parameters on every rank (they start equal from the seed; this makes it a guarantee).
   void broadcast_parameters() {
     if (comm.size() == 1) return;
+    check_device_communicator(params.front().second.device(), comm.size(), comm.backend());
     for (auto& [name, p] : params) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
   }
 
