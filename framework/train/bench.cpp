@@ -93,7 +93,9 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   std::vector<double> exchange_ms;
   const bool bf16 = recipe.boolean("train.bf16");
   double timed_seconds = 0;
+  DeviceMemory at_warmup_end;
   for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) at_warmup_end = device_memory(device);
     if (profile && i == warmup) {
       backend::reset_profile();
       backend::set_profiling(true);
@@ -130,6 +132,11 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   }
   r.peak_rss_mb = process_peak_rss_mb();
+  const DeviceMemory at_end = device_memory(device);
+  if (at_end.known) {
+    r.gpu_peak_reserved_mb = at_end.peak_reserved_mb;
+    r.gpu_pool_growths_timed = static_cast<int64_t>(at_end.pool_growths - at_warmup_end.pool_growths);
+  }
   r.step_ms_median = median(r.step_ms);
   r.exchange_ms_median = comm.size() > 1 ? median(exchange_ms) : 0.0;
   r.tokens_per_s = static_cast<double>(r.target_tokens) / (r.step_ms_median / 1000.0);
@@ -140,6 +147,8 @@ std::string BenchResult::json(const std::string& recipe_name) const {
   nlohmann::json j = {{"framework", "cmha"},         {"recipe", recipe_name},
                       {"attention", attention},      {"parameters", parameters},
                       {"device", device},
+                      {"gpu_peak_reserved_mb", gpu_peak_reserved_mb},
+                      {"gpu_pool_growths_timed", gpu_pool_growths_timed},
                       {"threads", threads},          {"ranks", ranks},
                       {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},

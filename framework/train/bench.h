@@ -23,6 +23,10 @@ struct BenchResult {
   double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
   double peak_rss_mb = 0;       // the process's peak resident memory (getrusage) at the end
+  // On a GPU: the pool's peak, and how often the timed steps (after warm-up)
+  // took new memory from the driver (0 when the pool serves every step).
+  double gpu_peak_reserved_mb = 0;
+  int64_t gpu_pool_growths_timed = -1;  // -1: not a GPU
   std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
   std::string json(const std::string& recipe_name) const;
 };

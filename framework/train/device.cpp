@@ -34,6 +34,21 @@ std::string describe_device(Device device) {
 #endif
 }
 
+DeviceMemory device_memory(Device device) {
+  DeviceMemory m;
+#ifdef CMHA_WITH_CUDA
+  if (device.is_cpu() || cuda_emulated()) return m;
+  const CudaMemoryStats s = cuda_memory_stats(device.index);
+  m.known = true;
+  m.reserved_mb = static_cast<double>(s.reserved_bytes) / (1 << 20);
+  m.peak_reserved_mb = static_cast<double>(s.peak_reserved_bytes) / (1 << 20);
+  m.pool_growths = s.pool_growths;
+#else
+  (void)device;
+#endif
+  return m;
+}
+
 void check_device_communicator(Device device, int world_size, const std::string& backend) {
   if (device.is_cpu() || world_size == 1 || cuda_emulated()) return;
   throw Error("train.device=" + device.str() + " with " + std::to_string(world_size) +

@@ -13,6 +13,15 @@ Device recipe_device(const Recipe& recipe);
 // compute capability 9.0)", "cuda:0 (emulated: host memory, CPU kernels)".
 std::string describe_device(Device device);
 
+// A GPU's memory pool as cmha sees it (tensor/cuda_runtime.h); all zero and
+// known=false on the CPU or the emulated device.
+struct DeviceMemory {
+  bool known = false;
+  double reserved_mb = 0, peak_reserved_mb = 0;
+  uint64_t pool_growths = 0;  // allocations that took new memory from the driver
+};
+DeviceMemory device_memory(Device device);
+
 // Data parallelism on GPUs needs a communicator that reads device memory
 // (NCCL): with more than one rank on a GPU and a host-memory backend, one
 // sentence naming both.
