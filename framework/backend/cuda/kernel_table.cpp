@@ -7,6 +7,10 @@ const backend::KernelTable& kernel_table() {
     backend::KernelTable t;
     t.device_name = "CUDA";
     // One line per family, as each family's kernels land.
+    t.buckets = buckets_kernels();
+    t.dropout = dropout_kernels();
+    t.optim = optim_kernels();
+    t.random = random_kernels();
     return t;
   }();
   return table;
