@@ -6,8 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/ops.h"
 #include "backend/kernels.h"
 #include "cuda/parity.h"
+#include "tensor/rng.h"
 
 using namespace cmha;
 using namespace cmha::test;
@@ -94,4 +96,16 @@ PARITY_TEST(DropoutBackwardIsTheCpus, "dropout.backward") {
     CMHA_KERNEL(gpu(), dropout.backward)(on_gpu(g), on_gpu(want.mask), dx_gpu, scale);
     EXPECT_TRUE(same_as_cpu(dx_gpu, dx_cpu)) << "n = " << n;
   }
+}
+
+PARITY_TEST(DropoutOpDrawsTheCpusMask, "dropout.forward") {
+  // Through the op: the generator's reservation and key reach the GPU kernel
+  // as they reach the CPU's (two calls, so the second starts at an offset).
+  const Tensor x = random_of({300, 337}, DType::f32, 31);
+  Generator cpu_gen(0x123456789ABCDEFull), gpu_gen(0x123456789ABCDEFull);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor want = dropout(x, 0.2f, true, cpu_gen), got = dropout(on_gpu(x), 0.2f, true, gpu_gen);
+    EXPECT_TRUE(same_as_cpu(got, want)) << "call " << call;
+  }
+  EXPECT_EQ(gpu_gen.offset(), cpu_gen.offset());
 }

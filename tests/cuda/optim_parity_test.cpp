@@ -174,7 +174,9 @@ std::vector<Tensor> on_gpu_all(const std::vector<Tensor>& xs) {
 }  // namespace
 
 PARITY_TEST(SumSquaresMatchesTheCpuAndRepeats, "optim.sum_squares") {
-  const auto sum_squares_on = [](Device d, const std::vector<Tensor>& xs) { return CMHA_KERNEL(d, optim.sum_squares)(xs); };
+  const auto sum_squares_on = [](Device d, const std::vector<Tensor>& xs) {
+    return CMHA_KERNEL(d, optim.sum_squares)(xs);
+  };
   // Empty lists and lists of empty tensors sum to 0 without a launch.
   EXPECT_EQ(sum_squares_on(gpu(), {}), 0.0);
   EXPECT_EQ(sum_squares_on(gpu(), {Tensor::empty({0}, DType::f32, gpu())}), 0.0);
@@ -194,7 +196,9 @@ PARITY_TEST(SumSquaresMatchesTheCpuAndRepeats, "optim.sum_squares") {
 }
 
 PARITY_TEST(AllFiniteMatchesTheCpu, "optim.all_finite") {
-  const auto all_finite_on = [](Device d, const std::vector<Tensor>& xs) { return CMHA_KERNEL(d, optim.all_finite)(xs); };
+  const auto all_finite_on = [](Device d, const std::vector<Tensor>& xs) {
+    return CMHA_KERNEL(d, optim.all_finite)(xs);
+  };
   EXPECT_TRUE(all_finite_on(gpu(), {}));
   EXPECT_TRUE(all_finite_on(gpu(), {Tensor::empty({0}, DType::f32, gpu())}));
   const std::vector<Tensor> finite = gradient_list(300);

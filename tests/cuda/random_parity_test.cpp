@@ -40,7 +40,9 @@ Tensor filled(Device device, int64_t n, Fill fill) {
 PARITY_TEST(RandomUniformIsTheCpus, "random.uniform") {
   for (const int64_t n : kSizes) {
     // A range of 4.2, so that (high - low)·U rounds and fusing it matters.
-    const auto fill = [](Device d, const Tensor& out) { CMHA_KERNEL(d, random.uniform)(out, kKey, kFirst, -2.5f, 1.7f); };
+    const auto fill = [](Device d, const Tensor& out) {
+      CMHA_KERNEL(d, random.uniform)(out, kKey, kFirst, -2.5f, 1.7f);
+    };
     const Tensor want = filled(Device::cpu(), n, fill), got = filled(gpu(), n, fill);
     Tensor reference = Tensor::empty({n});
     for (int64_t i = 0; i < n; ++i) reference.data<float>()[i] = fused::uniform_element(i, kKey, kFirst, -2.5f, 1.7f);

@@ -69,7 +69,7 @@ inline float uniform_element(int64_t i, std::array<uint32_t, 2> key, uint64_t fi
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   const Tensor ca = a.to(Device::cpu()).contiguous(), cb = b.to(Device::cpu()).contiguous();
   return ca.shape() == cb.shape() && ca.dtype() == cb.dtype() &&
-         std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+         (ca.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0);
 }
 
 }  // namespace cmha::test::fused

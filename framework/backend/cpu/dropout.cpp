@@ -98,8 +98,8 @@ void forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t
 void forward(const Tensor& x, const Tensor& y, const Tensor& mask, uint64_t base, std::array<uint32_t, 2> key,
              float p, float scale) {
   forward_kernel(x.data<float>("dropout"), y.data<float>("dropout"),
-                 reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key, backend::dropout_keep_threshold(p),
-                 scale);
+                 reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key,
+                 backend::dropout_keep_threshold(p), scale);
 }
 
 void backward(const Tensor& g, const Tensor& mask, const Tensor& dx, float scale) {
