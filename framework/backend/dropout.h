@@ -22,11 +22,20 @@
 // rounds side by side; a GPU thread per counter j of a group writes 4 elements
 // 64 apart.)
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "tensor/tensor.h"
 
 namespace cmha::backend {
+
+// The keep threshold of drop probability p: an element is kept when
+// (word >> 8) >= ceil(p · 2^24), so P(keep) = 1 - p to within 2^-24. Computed
+// in double on the host and handed to every device's kernel, so no device
+// rounds p differently.
+inline uint32_t dropout_keep_threshold(float p) {
+  return static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+}
 
 struct DropoutKernels {
   // mask[i] = keep(i) (0 or 1, the layout above) and y[i] = x[i] · mask[i] · scale

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "support/check.h"
+#include "tensor/philox.h"
 #include "tensor/rng.h"
 
 using namespace cmha;
@@ -15,6 +16,24 @@ TEST(Philox, KnownAnswers) {
             (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
   EXPECT_EQ(philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
             (std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+// The shared host/device functions of tensor/philox.h that the CUDA kernels
+// call: the same known answers unwrapped, philox_counter splitting a 64-bit
+// counter as philox_block does, and philox_unit equal to uint_to_unit.
+TEST(Philox, SharedHostDeviceFunctions) {
+  const PhiloxWords kat = philox4x32_10(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0);
+  EXPECT_EQ(kat.w[0], 0xd16cfe09u);
+  EXPECT_EQ(kat.w[1], 0x94fdccebu);
+  EXPECT_EQ(kat.w[2], 0x5001e420u);
+  EXPECT_EQ(kat.w[3], 0x24126ea1u);
+  const std::array<uint32_t, 2> key{0xa4093822, 0x299f31d0};
+  for (const uint64_t c : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 1, uint64_t{1} << 32, ~uint64_t{0}}) {
+    const PhiloxWords r = philox_counter(c, key[0], key[1]);
+    EXPECT_EQ((std::array<uint32_t, 4>{r.w[0], r.w[1], r.w[2], r.w[3]}), philox_block(c, key)) << c;
+  }
+  for (const uint32_t x : {0u, 255u, 256u, 0x80000000u, 0xffffffffu}) EXPECT_EQ(philox_unit(x), uint_to_unit(x)) << x;
+  EXPECT_EQ(philox_unit(0xffffffffu), 1.0f - 1.0f / 16777216.0f);  // the largest value, below 1
 }
 
 namespace {

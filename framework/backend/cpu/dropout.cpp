@@ -57,10 +57,6 @@ constexpr int64_t kTask = 4 * kGroup;      // elements per parallel task
   }
 }
 
-// Keep an element when its 24-bit uniform u = (word >> 8) / 2^24 satisfies
-// u >= p, i.e. (word >> 8) >= ceil(p · 2^24): P(keep) = 1 - p to 2^-24.
-uint32_t keep_threshold(float p) { return static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0)); }
-
 // out[i] = in[i] · mask[i] · scale over [begin, end). Multiplying (rather than
 // selecting) gives NaN for a dropped inf/NaN, as PyTorch does; it also
 // vectorises, where a loop reading `bool` does not with g++.
@@ -102,8 +98,8 @@ void forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t
 void forward(const Tensor& x, const Tensor& y, const Tensor& mask, uint64_t base, std::array<uint32_t, 2> key,
              float p, float scale) {
   forward_kernel(x.data<float>("dropout"), y.data<float>("dropout"),
-                 reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key, keep_threshold(p),
-                 scale);
+                 reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key,
+                 backend::dropout_keep_threshold(p), scale);
 }
 
 void backward(const Tensor& g, const Tensor& mask, const Tensor& dx, float scale) {

@@ -57,6 +57,18 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+// ---- tensors handed to kernels ---------------------------------------------------
+
+// The elements of `t` for a kernel: t must be a contiguous tensor of dtype T
+// on a CUDA device (the contract of most entries), else an error naming `op`.
+template <typename T>
+T* device_data(const Tensor& t, const char* op) {
+  t.check_dtype(dtype_of<T>(), op);
+  CMHA_CHECK(!t.device().is_cpu(), std::string(op) + ": " + t.describe() + " is not on a CUDA device");
+  CMHA_CHECK(t.is_contiguous(), std::string(op) + ": " + t.describe() + " must be contiguous");
+  return static_cast<T*>(t.raw_data());
+}
+
 // ---- elements of every dtype ---------------------------------------------------
 
 // bf16 and f16 are stored as cmha::bf16/f16 (uint16 bits). The conversions
