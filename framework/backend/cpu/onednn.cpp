@@ -1,5 +1,7 @@
 #include "backend/cpu/onednn.h"
 
+#include "backend/kernels.h"
+
 #include <omp.h>
 
 #include <mutex>
@@ -72,6 +74,15 @@ void key_of(Key& k, const Tensor& t) {
 }  // namespace
 
 void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c) {
+  if (c.numel() == 0) return;
+  if (a.shape().back() == 0) {
+    // K = 0 (oneDNN divides by it): the empty sum, plus the bias.
+    if (bias.defined())
+      CMHA_KERNEL(Device::cpu(), copy.copy)(c, bias.expand(c.shape()));
+    else
+      CMHA_KERNEL(Device::cpu(), copy.fill)(c, 0.0);
+    return;
+  }
   thread_local Key key;  // reused: no allocation once it has grown
   key.clear();
   key.push_back(omp_get_max_threads());
