@@ -123,6 +123,21 @@ __device__ __forceinline__ void store_from_double(void* p, DType dtype, int64_t 
   }
 }
 
+// Calls f(T{}) with T the type that stores one element of `dtype` on the
+// device (bf16 and f16 as cmha::bf16/f16, b8 as uint8_t), so that a host
+// entry can launch a kernel templated on its element types.
+template <typename F>
+void dispatch_element_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::bf16: return f(bf16{});
+    case DType::f16: return f(f16{});
+    case DType::i32: return f(int32_t{});
+    case DType::i64: return f(int64_t{});
+    case DType::b8: return f(uint8_t{});
+  }
+}
+
 // ---- strided index arithmetic --------------------------------------------------
 
 constexpr int kMaxDims = 8;
