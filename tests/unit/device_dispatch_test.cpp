@@ -42,20 +42,20 @@ TEST(DeviceDispatch, MixingDevicesInOneOpNamesBoth) {
 }
 
 TEST(DeviceDispatch, AMissingKernelNamesTheKernelAndTheDevice) {
+#ifdef CMHA_WITH_CUDA
+  // The CUDA table fills its entries family by family (copy, fill and the
+  // rest now run real kernels, which would touch the fake memory), so the
+  // check is the one CMHA_KERNEL makes of every entry: an empty one throws.
+  void (*empty_entry)(const Tensor&, double) = nullptr;
+  const std::string e = test::error_of([&] { backend::checked_kernel(empty_entry, "copy.fill", Device::cuda(0)); });
+  EXPECT_TRUE(has(e, "copy.fill") && has(e, "no CUDA kernel") && has(e, "cuda:0")) << e;
+#else
   float a[4] = {}, b[4] = {};
   Tensor dst = fake_cuda({4}, a);
   const Tensor src = fake_cuda({4}, b);
   for (const std::string& e : {test::error_of([&] { dst.copy_(src); }), test::error_of([&] { dst.fill_(1.0); }),
-                               test::error_of([&] { CMHA_KERNEL(Device::cuda(0), softmax.forward); })}) {
-#ifdef CMHA_WITH_CUDA
-    EXPECT_TRUE(has(e, "no CUDA kernel") && has(e, "cuda:0")) << e;
-#else
+                               test::error_of([&] { CMHA_KERNEL(Device::cuda(0), softmax.forward); })})
     EXPECT_TRUE(has(e, "cuda:0") && has(e, "built without CUDA")) << e;
-#endif
-  }
-  const std::string e = test::error_of([&] { dst.copy_(src); });
-#ifdef CMHA_WITH_CUDA
-  EXPECT_TRUE(has(e, "copy.copy")) << e;
 #endif
   // The CPU table has every entry the CPU runs.
   EXPECT_NO_THROW(CMHA_KERNEL(Device::cpu(), copy.copy));

@@ -82,14 +82,33 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
+// NaN is converted explicitly, as x86 (F16C, AVX512-FP16) does it: the sign
+// and the top payload bits kept, the quiet bit set. (The PTX conversions may
+// return a canonical NaN instead, which would break bit-for-bit casts.)
 __device__ __forceinline__ float f16_bits_to_float(uint16_t bits) {
+  if ((bits & 0x7fffu) > 0x7c00u)
+    return __uint_as_float((static_cast<uint32_t>(bits & 0x8000u) << 16) | 0x7fc00000u |
+                           (static_cast<uint32_t>(bits & 0x03ffu) << 13));
   __half_raw r;
   r.x = bits;
   return __half2float(__half(r));
 }
 __device__ __forceinline__ uint16_t float_to_f16_bits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x03ffu));
   const __half_raw r = __half_raw(__float2half_rn(f));
   return r.x;
+}
+
+// double -> integer as the CPU's static_cast compiles on x86 (cvttsd2si):
+// truncation toward zero, and NaN or a value out of range gives the
+// "integer indefinite" INT_MIN (the PTX conversion would saturate, NaN to 0).
+__device__ __forceinline__ int32_t double_to_i32_x86(double v) {
+  return v > -2147483649.0 && v < 2147483648.0 ? __double2int_rz(v) : INT32_MIN;
+}
+__device__ __forceinline__ int64_t double_to_i64_x86(double v) {
+  return v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? __double2ll_rz(v) : INT64_MIN;
 }
 
 // Element i of a buffer of `dtype`, as double (exact for every dtype but i64
@@ -110,9 +129,24 @@ __device__ __forceinline__ void store_from_double(void* p, DType dtype, int64_t 
     case DType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
     case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16_bits(static_cast<float>(v)); return;
     case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_f16_bits(static_cast<float>(v)); return;
-    case DType::i32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
-    case DType::i64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
+    case DType::i32: static_cast<int32_t*>(p)[i] = double_to_i32_x86(v); return;
+    case DType::i64: static_cast<int64_t*>(p)[i] = double_to_i64_x86(v); return;
     case DType::b8: static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; return;
+  }
+}
+
+// Calls f(T{}) with T the type that stores one element of `dtype` on the
+// device (bf16 and f16 as cmha::bf16/f16, b8 as uint8_t), so that a host
+// entry can launch a kernel templated on its element types.
+template <typename F>
+void dispatch_element_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::bf16: return f(bf16{});
+    case DType::f16: return f(f16{});
+    case DType::i32: return f(int32_t{});
+    case DType::i64: return f(int64_t{});
+    case DType::b8: return f(uint8_t{});
   }
 }
 
