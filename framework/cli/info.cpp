@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/command_line.h"
+#include "train/device.h"
 #include "nn/attention/registry.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -40,11 +41,12 @@ void print_devices() {
   std::printf("oneDNN: %d.%d.%d%s\n", v->major, v->minor, v->patch, hash == "N/A" ? "" : (" (" + hash + ")").c_str());
   const int gpus = cuda_device_count();
 #ifdef CMHA_WITH_CUDA
-  std::printf("cuda: %d device%s%s\n", gpus, gpus == 1 ? "" : "s", gpus == 0 ? " (no CUDA driver or GPU visible)" : "");
-  for (int i = 0; i < gpus; ++i) std::printf("  cuda:%d  %s\n", i, cuda_device_description(i).c_str());
+  const char* none = " (no CUDA driver or GPU visible)";
 #else
-  std::printf("cuda: %d devices (this cmha was built without CUDA)\n", gpus);
+  const char* none = " (this cmha was built without CUDA)";
 #endif
+  std::printf("cuda: %d device%s%s\n", gpus, gpus == 1 ? "" : "s", gpus == 0 ? none : "");
+  for (int i = 0; i < gpus; ++i) std::printf("  %s\n", train::describe_device(Device::cuda(i)).c_str());
 }
 
 // Every tensor the file stores, under its name there ("ema.<name>", "optimizer.<state>.<name>").

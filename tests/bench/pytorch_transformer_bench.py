@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 side of the training-step benchmark: the same model, batch and
+"""PyTorch side of the training-step benchmark: the same model, batch and
 optimiser as `cmha bench RECIPE` (tests/reference/reference_models.py mirrors
 cmha's modules name for name), printing one JSON line in the same format.
 
   /usr/bin/python3 tests/bench/pytorch_transformer_bench.py recipes/bench/X.yaml --steps 20 --threads 2
+  python3 tests/bench/pytorch_transformer_bench.py X.yaml --device cuda --bf16 --set bench.batch_size=256
+
+On a GPU (tests/gpu/check.sh) it times each step to the end of its work
+(loss.item() waits for the queue), with TF32 off as in cmha; --bf16 is
+torch.autocast(bfloat16) around forward and loss, as cmha's train.bf16.
 
 Install libopenblas0-openmp first: Debian's torch otherwise runs on the
 reference BLAS. The recipe is read with the same defaults as cmha for the
@@ -58,9 +63,24 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE",
+                    help="override a recipe key, as cmha's key.path=value")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     r = load_recipe(args.recipe)
+    for item in args.set:
+        key, value = item.split("=", 1)
+        node = r
+        *parents, last = key.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[last] = yaml.safe_load(value)
     m, att, bench = r.get("model", {}), r.get("model", {}).get("attention", {}), r.get("bench", {})
     d = m.get("d_model", 512)
     kind = att.get("type", "concat")
@@ -82,6 +102,7 @@ def main():
                     mod.mixing.zero_()
                     for i in range(h):
                         mod.mixing[i, i * (dk // h):(i + 1) * (dk // h)] = 1
+    model.to(device)
     model.train()
     opt_cfg = r.get("optim", {})
     betas = tuple(opt_cfg.get("betas", [0.9, 0.98]))
@@ -94,21 +115,23 @@ def main():
     tgt = torch.randint(4, c["vocab"], (b, t), generator=g)
     tgt_in, labels = tgt[:, :-1], tgt[:, 1:].reshape(-1)
     src_pad = torch.zeros(b, s, dtype=torch.bool)
+    src, tgt_in, labels, src_pad = (x.to(device) for x in (src, tgt_in, labels, src_pad))
     times, losses = [], []
     for i in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(src, src_pad, tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), labels, label_smoothing=smoothing)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+            logits = model(src, src_pad, tgt_in)
+            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]).float(), labels, label_smoothing=smoothing)
         loss.backward()
         opt.step()
+        losses.append(loss.item())  # waits for the device: the step ends here
         ms = (time.perf_counter() - t0) * 1000
-        losses.append(loss.item())
         if i >= args.warmup:
             times.append(ms)
     med = statistics.median(times)
-    print(json.dumps({"framework": "pytorch " + torch.__version__, "blas": blas_in_use(), "recipe": args.recipe,
-                      "attention": kind, "parameters": sum(p.numel() for p in model.parameters()),
+    print(json.dumps({"framework": "pytorch " + torch.__version__, "blas": blas_in_use() if device.type == "cpu" else "cuda", "recipe": args.recipe,
+                      "attention": kind, "device": str(device), "bf16": args.bf16, "parameters": sum(p.numel() for p in model.parameters()),
                       "threads": args.threads, "target_tokens": b * (t - 1), "steps": len(times),
                       "step_ms_median": med, "tokens_per_s": b * (t - 1) / (med / 1000),
                       "first_loss": losses[0], "last_loss": losses[-1]}))
