@@ -12,14 +12,19 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
     s[i] = acc;
-    acc *= shape[i];
+    // An empty tensor's other sizes may multiply past 2^63 (an IDX header of
+    // [0, 2^32-1, 2^32-1]): it addresses no element, so its strides saturate.
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = INT64_MAX;
   }
   return s;
 }
 
 int64_t shape_numel(const Shape& shape) {
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) throw Error("the shape " + shape_str(shape) + " has more than 2^63 elements");
   return n;
 }
 

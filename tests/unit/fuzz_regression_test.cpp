@@ -67,6 +67,23 @@ TEST(FuzzRegression, IdxHeaderPromisingGigabytesIsTruncatedNotAllocated) {
   fs::remove_all(dir);
 }
 
+// fuzz_idx (long run): images [0, 2^32-1, 2^32-1] hold no byte, but their
+// strides multiplied past 2^63 (UBSan: signed overflow in contiguous_strides).
+TEST(FuzzRegression, EmptyIdxWithHugeOtherSizesIsAnEmptyTensor) {
+  const std::string dir = test::temp_dir("fuzz_idx_empty");
+  const std::string path = dir + "/empty.idx";
+  const char header[] = {0, 0, 8, 3, 0, 0, 0, 0, char(0xff), char(0xff), char(0xff), char(0xff),
+                         char(0xff), char(0xff), char(0xff), char(0xff)};
+  test::write_file(path, std::string(header, sizeof header));
+  const Tensor t = data::read_idx_images(path);
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.shape(), (Shape{0, 4294967295, 4294967295}));
+  // A non-empty shape past 2^63 elements is an error naming it, never a wrapped count.
+  EXPECT_TRUE(contains(test::error_of([] { shape_numel({4294967296, 4294967296, 2}); }),
+                       "the shape [4294967296, 4294967296, 2] has more than 2^63 elements"));
+  fs::remove_all(dir);
+}
+
 // fuzz_recipe: an alias makes a mapping contain itself; the duplicate-key walk
 // and absorb followed it until the stack overflowed
 // (tests/fuzz/recipe/crash_alias_cycle.yaml).
