@@ -61,10 +61,14 @@ struct GradientBuckets::State {
     offset_of.assign(n, 0);
     flag_of.assign(n, 0);
     packed.assign(n, 0);
-    int64_t bytes = opt.bucket_bytes;  // start a bucket with the first parameter
+    int64_t total = 0;
+    for (const Tensor& p : params) total += p.numel() * static_cast<int64_t>(sizeof(float));
+    const int64_t cap = std::min<int64_t>(opt.bucket_bytes, std::max<int64_t>(int64_t{1} << 20, total / 8));
+    int64_t bytes = cap;  // start a bucket with the first parameter
     std::vector<int64_t> elements;
     for (int64_t i : new_order) {
-      if (bytes >= opt.bucket_bytes) {
+      const int64_t limit = buckets.size() == 1 ? std::min(cap, opt.first_bucket_bytes) : cap;
+      if (bytes >= limit) {
         buckets.emplace_back();
         elements.push_back(0);
         bytes = 0;

@@ -20,9 +20,16 @@
 
 namespace cmha::train {
 
+// Bucket sizes, as PyTorch DDP's: the first bucket (the last layers, whose
+// gradients are ready first) is small so that the exchange starts early in
+// the backward pass; the others hold up to bucket_bytes. A model of less than
+// 8 × bucket_bytes gets buckets of an eighth of its size instead (at least
+// 1 MiB), so that a small model still has buckets to overlap: with one bucket
+// of the whole model, nothing goes out before the backward pass ends.
 struct BucketOptions {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;  // false: every bucket goes out after the backward pass, blocking
+  int64_t first_bucket_bytes = 1 << 20;
 };
 
 class GradientBuckets {

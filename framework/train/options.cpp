@@ -138,7 +138,7 @@ std::vector<OptionSpec> build() {
   add("train.tensorboard", T::boolean, "false", "Also write every metrics row as TensorBoard scalars (events.out.tfevents.* in the run directory; tensorboard --logdir RUN_DIR)");
   // Data parallelism (dist/launch.h, train/gradient_buckets.h)
   choice("train.dist_backend", "auto", "Communicator: auto = mpi when mpirun/srun started several processes, else single", {"auto", "single", "mpi"});
-  add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass", 1e-6, 1 << 20);
+  add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass (the first holds 1 MiB, as in PyTorch DDP; a model smaller than 8 buckets gets eighths of itself, at least 1 MiB)", 1e-6, 1 << 20);
   add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
   // ---- translation data (translation_task) ----
   tasks = {"translation"};

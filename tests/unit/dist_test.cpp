@@ -215,6 +215,21 @@ TEST(GradientBuckets, WithoutOverlapEverythingGoesAfterTheBackwardPass) {
   EXPECT_EQ(twin.launched, 1);
 }
 
+TEST(GradientBuckets, SmallFirstBucketAndEighthsOfASmallModel) {
+  // 24 parameters of 1 MiB each (a 24 MiB model, smaller than one default
+  // 25 MB bucket): eighths of it, 3 MiB, after a first bucket of 1 MiB; one
+  // bucket of the whole model would leave nothing to overlap with the backward pass.
+  std::vector<Tensor> params;
+  for (int i = 0; i < 24; ++i) params.push_back(Tensor::zeros({1 << 18}).set_requires_grad(true));
+  TwinCommunicator twin;
+  train::BucketOptions defaults;
+  EXPECT_EQ(train::GradientBuckets(params, twin, defaults).buckets(), 1 + 8 - 1 + 1);  // 1 + 23/3 rounded up
+  // A big model keeps the configured size: 240 MiB in 25 MiB buckets after the first.
+  std::vector<Tensor> big;
+  for (int i = 0; i < 240; ++i) big.push_back(Tensor::zeros({1 << 18}).set_requires_grad(true));
+  EXPECT_EQ(train::GradientBuckets(big, twin, defaults).buckets(), 1 + 10);  // 239 MiB in buckets of 25 MiB
+}
+
 TEST(GradientBuckets, AccumulatedMicroBatchesAreExchangedOnceAfterTheLast) {
   TinyModel m;
   m.backward(10);
