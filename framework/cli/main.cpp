@@ -129,8 +129,32 @@ bool interrupted() {
 // (bleu, translate, plot); remove them with their last use.
 }  // namespace cmha::cli
 
+namespace {
+
+// libgomp reads its wait policy once, when it loads, before main. Its
+// default spins ~300 000 times before a thread sleeps: when another process
+// holds the other core, a spinning worker burns its time slice and a
+// parallel region can take milliseconds instead of microseconds (a 2-core
+// machine under load: 1.8 to 6.4 ms per region, against 0.9 ms with 10 000
+// spins; tests/bench/omp_wait_policy.sh). So the compute commands re-execute
+// themselves once with GOMP_SPINCOUNT=10000 unless the user chose a policy
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set; CMHA_NO_REEXEC=1 turns this off).
+void choose_omp_wait_policy(int argc, char** argv) {
+  if (argc < 2) return;
+  const std::string command = argv[1];
+  if (command != "train" && command != "bench" && command != "translate" && command != "eval") return;
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") || std::getenv("CMHA_NO_REEXEC")) return;
+  setenv("GOMP_SPINCOUNT", "10000", 1);
+  setenv("CMHA_NO_REEXEC", "1", 1);  // once: a failed exec must not loop
+  execv("/proc/self/exe", argv);
+  // No /proc (an unusual sandbox): run on with libgomp's default.
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace cmha::cli;
+  choose_omp_wait_policy(argc, argv);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   try {
