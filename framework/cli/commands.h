@@ -23,6 +23,7 @@ int compress_command(const Args& args);   // compress.cpp
 int heads_command(const Args& args);      // heads.cpp
 int import_command(const Args& args);     // import.cpp
 int export_command(const Args& args);     // export.cpp
+int dist_check_command(const Args& args); // dist_check.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/en_de_transformer_small.yaml,
 // compiled in).

@@ -68,6 +68,8 @@ const Command kCommands[] = {
     {"info", info_command, "[CKPT] [--tensors] [--json]",
      "show a checkpoint, or the build and the devices this machine offers"},
     {"bench", bench_command, "RECIPE", "time full training steps of a recipe's transformer (one JSON line)"},
+    {"dist-check", dist_check_command, "[--max-mb MB]",
+     "check a data-parallel launch: where each rank runs, collectives' values and bandwidth"},
     {"plot", plot_command, "RUN_DIR... -o OUT.png", "draw the loss and metric curves of runs to a PNG"},
 };
 

@@ -75,6 +75,16 @@ TEST(Cli, InfoDevicesShowsThreadsOneDnnAndCuda) {
   EXPECT_TRUE(has(r.output, "cuda: ")) << r.output;
 }
 
+TEST(Cli, DistCheckAloneChecksTheCollectives) {
+  const auto r = test::run_cmha("dist-check --max-mb 1 --iterations 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* part : {"1 rank, backend single", "rank", "device", "4 KiB", "1 MiB", "all-reduce ok, broadcast ok",
+                           "every check holds"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in:\n" << r.output;
+  EXPECT_EQ(test::run_cmha("dist-check --backend nccl").code, 2);
+  EXPECT_EQ(test::run_cmha("dist-check --max-mb 0").code, 2);
+}
+
 TEST(Cli, TrainWithAMissingRecipeFileExitsTwoNamingIt) {
   Result r = run_cmha("train /nonexistent/recipe.yaml");
   EXPECT_EQ(r.code, 2) << r.output;
