@@ -49,7 +49,8 @@ int bench_command(const Args& args) {
   const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));
   train::recipe_device(recipe);
-  const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
+  const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment(),
+                              train::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
   return dist::run_or_abort(*comm, [&] {
     const train::BenchResult r =
         train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm, profile);

@@ -136,7 +136,8 @@ int train_command(const Args& args) {
   }
   // Before the task: its data preparation already waits on rank 0, and a failure there must end the job.
   const std::unique_ptr<dist::Communicator> comm_owner =
-      dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment());
+      dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment(),
+                              train::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
   dist::Communicator& comm = *comm_owner;
   return dist::run_or_abort(comm, [&] { return train_with(recipe, recipe_path, start, threads, comm); });
 }

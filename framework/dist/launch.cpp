@@ -1,5 +1,9 @@
 #include "dist/launch.h"
 
+#ifdef CMHA_WITH_NCCL
+#include "dist/nccl_communicator.h"
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -61,9 +65,22 @@ bool mpi_built() {
 #endif
 }
 
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch) {
-  CMHA_CHECK(backend == "auto" || backend == "single" || backend == "mpi",
-             "train.dist_backend must be auto, single or mpi, not '" + backend + "'");
+Device rank_device(const Launch& launch, int visible_gpus) {
+  CMHA_CHECK(visible_gpus > 0, "rank " + std::to_string(launch.rank) + " sees no GPU (no driver, or CUDA_VISIBLE_DEVICES "
+                               "hides them all): train.device=cuda needs one GPU per rank");
+  if (visible_gpus == 1) return Device::cuda(0);  // one GPU per rank, chosen by the launcher
+  CMHA_CHECK(launch.local_rank < visible_gpus,
+             "local rank " + std::to_string(launch.local_rank) + " (rank " + std::to_string(launch.rank) + ") has no GPU: " +
+                 std::to_string(visible_gpus) + " GPUs are visible on this node; start at most that many ranks per node");
+  return Device::cuda(launch.local_rank);
+}
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch, Device device,
+                                                double timeout_seconds) {
+  CMHA_CHECK(backend == "auto" || backend == "single" || backend == "mpi" || backend == "nccl",
+             "train.dist_backend must be auto, single, mpi or nccl, not '" + backend + "'");
+  CMHA_CHECK(backend != "nccl" || !device.is_cpu(),
+             "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu: use mpi (or auto)");
   const std::string started = launch.launcher + " started " + std::to_string(launch.size) + " processes (" +
                               launch.size_variable + "=" + std::to_string(launch.size) + ")";
   if (backend == "single" || (backend == "auto" && launch.size == 1)) {
@@ -80,6 +97,16 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, cons
              started + " but MPI sees a world of " + std::to_string(comm->size()) +
                  ": the launcher and the MPI library do not match (under Slurm use 'srun --mpi=pmix'; "
                  "with mpirun use the one of the MPI cmha was built with)");
+  const bool gpu = !device.is_cpu() && !cuda_emulated();
+  if (backend == "nccl" || (backend == "auto" && gpu)) {
+#ifdef CMHA_WITH_NCCL
+    return std::make_unique<NcclCommunicator>(std::move(comm), device.index, timeout_seconds);
+#else
+    throw Error("train.dist_backend=" + backend + " needs NCCL for the GPU tensors, but this cmha was built without "
+                "CUDA: rebuild with the CUDA toolkit and NCCL, or train on CPUs with mpi");
+#endif
+  }
+  (void)timeout_seconds;
   return comm;
 #else
   return nullptr;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "tensor/device.h"
 
 namespace cmha::dist {
 
@@ -28,12 +29,21 @@ Launch launch_from_environment(const GetEnv& getenv = [](const char* name) -> co
 // True when this build has the MPI backend (CMake found MPI).
 bool mpi_built();
 
-// The communicator for train.dist_backend (`auto`, `single` or `mpi`): `auto`
-// is `mpi` when a launcher started more than one process, else `single`.
-// Launching inconsistently (several processes but `single`, or no MPI in this
-// build, or an MPI that sees another world size than the launcher) is an
-// error that says what to do instead.
-std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch);
+// The communicator for train.dist_backend (`auto`, `single`, `mpi` or
+// `nccl`): `auto` is `single` for one process, else `nccl` when the tensors
+// live on a GPU (`device`) and `mpi` when they live on the CPU. `nccl`
+// bootstraps over MPI and uses `device`; a collective unfinished after
+// `timeout_seconds` ends the job. Launching inconsistently (several processes
+// but `single`, no MPI or NCCL in this build, an MPI that sees another world
+// size than the launcher, NCCL for CPU tensors) is an error that says what
+// to do instead.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch,
+                                                Device device = Device::cpu(), double timeout_seconds = 600);
+
+// The GPU a rank of a launch should use: cuda:local_rank, or cuda:0 when
+// each rank sees one GPU of its own (srun --gpus-per-task=1 sets
+// CUDA_VISIBLE_DEVICES so). More ranks on a node than its GPUs is an error.
+Device rank_device(const Launch& launch, int visible_gpus);
 
 // Runs `body`. In a world of several processes, an exception ends the whole
 // job: it prints "cmha: rank R of N failed: <message>" and calls

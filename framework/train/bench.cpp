@@ -62,7 +62,9 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   const std::unique_ptr<optim::Optimizer> optimizer =
       optim::make_optimizer(optimizer_options(recipe), std::move(params));
   if (comm.size() > 1)
-    for (Tensor& p : model.parameters()) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
+    for (Tensor& p : model.parameters())
+      comm.broadcast(p.device().is_cpu() ? p.data<float>() : static_cast<float*>(p.raw_data()),
+                     static_cast<size_t>(p.numel()), 0);
   BucketOptions bucket_options;
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
   bucket_options.overlap = recipe.boolean("train.dist_overlap");

@@ -1,6 +1,7 @@
 #include "train/device.h"
 
 #include "backend/kernels.h"
+#include "dist/launch.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
@@ -10,7 +11,16 @@ namespace cmha::train {
 
 Device recipe_device(const Recipe& recipe) {
   const std::string text = recipe.string("train.device");
-  return checked_device(text, "train.device=" + text);
+  Device device = checked_device(text, "train.device=" + text);
+  // `cuda` in a job of several ranks: each rank its own GPU (an explicit cuda:N is taken as given).
+  if (text == "cuda" && !cuda_emulated()) {
+    const dist::Launch launch = dist::launch_from_environment();
+    if (launch.size > 1) {
+      device = dist::rank_device(launch, cuda_device_count());
+      backend::require_device(device, "train.device=cuda on rank " + std::to_string(launch.rank));
+    }
+  }
+  return device;
 }
 
 Device checked_device(const std::string& text, const std::string& what) {
@@ -50,10 +60,10 @@ DeviceMemory device_memory(Device device) {
 }
 
 void check_device_communicator(Device device, int world_size, const std::string& backend) {
-  if (device.is_cpu() || world_size == 1 || cuda_emulated()) return;
+  if (device.is_cpu() || world_size == 1 || cuda_emulated() || backend == "nccl") return;
   throw Error("train.device=" + device.str() + " with " + std::to_string(world_size) +
-              " ranks: the " + backend + " communicator exchanges host memory, and cmha's NCCL backend for GPU "
-              "gradients has not landed yet; train on one GPU, or on CPUs with " + backend);
+              " ranks: the " + backend + " communicator exchanges host memory, not GPU tensors; use "
+              "train.dist_backend=nccl (or auto)");
 }
 
 }  // namespace cmha::train

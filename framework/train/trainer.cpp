@@ -272,7 +272,10 @@ struct Trainer::Impl {
   void broadcast_parameters() {
     if (comm.size() == 1) return;
     check_device_communicator(params.front().second.device(), comm.size(), comm.backend());
-    for (auto& [name, p] : params) comm.broadcast(p.data<float>(), static_cast<size_t>(p.numel()), 0);
+    // The tensor's memory where it lives: NCCL reads GPU memory (check_device_communicator allowed it).
+    for (auto& [name, p] : params)
+      comm.broadcast(p.device().is_cpu() ? p.data<float>() : static_cast<float*>(p.raw_data()),
+                     static_cast<size_t>(p.numel()), 0);
   }
 
   // train.init_from: the weights only; optimiser, schedule and data start afresh.

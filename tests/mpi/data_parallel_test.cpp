@@ -3,6 +3,10 @@
 // with and without overlap and accumulation, and resumes across world sizes).
 #include <gtest/gtest.h>
 
+#ifdef CMHA_WITH_NCCL
+#include "dist/nccl_api.h"
+#endif
+
 #include <filesystem>
 
 #include "mpi_test_support.h"
@@ -61,6 +65,23 @@ std::vector<float> rank0(std::vector<float> v) {
 }
 
 }  // namespace
+
+#ifdef CMHA_WITH_NCCL
+// NCCL's bootstrap over MPI needs no GPU: rank 0's unique id reaches every
+// rank byte for byte (what ncclCommInitRank then needs on each).
+TEST(Collectives, NcclUniqueIdIsTheSameOnEveryRank) {
+  std::string id;
+  try {
+    id = dist::exchange_nccl_unique_id(world());
+  } catch (const Error& e) {
+    GTEST_SKIP() << "NCCL cannot start here: " << e.what();
+  }
+  ASSERT_EQ(id.size(), 128u);
+  EXPECT_NE(id, std::string(128, '\0'));
+  const std::vector<std::string> all = world().all_gather_bytes(id);
+  for (const std::string& other : all) EXPECT_EQ(other, id);
+}
+#endif
 
 TEST(Collectives, ReduceBroadcastGatherScatter) {
   dist::Communicator& c = world();

@@ -130,8 +130,17 @@ TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
   const std::string single = error_of([&] { dist::make_communicator("single", two); });
   EXPECT_TRUE(contains(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
                                "train.dist_backend is single")) << single;
+  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("gloo", dist::Launch{}); }),
+                       "train.dist_backend must be auto, single, mpi or nccl, not 'gloo'"));
   EXPECT_TRUE(contains(error_of([] { dist::make_communicator("nccl", dist::Launch{}); }),
-                       "train.dist_backend must be auto, single or mpi, not 'nccl'"));
+                       "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu"));
+  // One GPU per rank: cuda:local_rank, or cuda:0 when the launcher shows each rank one GPU.
+  EXPECT_EQ(dist::rank_device(two, 8), Device::cuda(1));
+  EXPECT_EQ(dist::rank_device(two, 1), Device::cuda(0));
+  EXPECT_TRUE(contains(error_of([&] { dist::rank_device(two, 0); }), "rank 1 sees no GPU"));
+  dist::Launch fifth{"srun (Slurm)", "SLURM_STEP_NUM_TASKS", 4, 8, 4};
+  EXPECT_TRUE(contains(error_of([&] { dist::rank_device(fifth, 4); }),
+                       "local rank 4 (rank 4) has no GPU: 4 GPUs are visible on this node"));
   if (!dist::mpi_built()) {
     const std::string no_mpi = error_of([&] { dist::make_communicator("auto", two); });
     EXPECT_TRUE(contains(no_mpi, "started 2 processes (OMPI_COMM_WORLD_SIZE=2) but this cmha was built without MPI"))
