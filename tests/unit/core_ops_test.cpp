@@ -47,6 +47,19 @@ TEST(MatmulOp, PrimitivesAreCachedByShape) {
   EXPECT_EQ(cpu::matmul_primitives_created(), created + 1);
 }
 
+TEST(MatmulOp, ThePrimitiveCacheIsBounded) {
+  // 600 geometries (translation batches change shape all the time): the
+  // cache keeps the 512 most recent; an evicted shape is rebuilt, a recent one not.
+  const Tensor b = random_tensor({3, 2}, 5);
+  for (int64_t m = 1; m <= 600; ++m) matmul(Tensor::zeros({m, 3}), b);
+  EXPECT_LE(cpu::matmul_primitives_cached(), 512u);
+  const size_t created = cpu::matmul_primitives_created();
+  matmul(Tensor::zeros({600, 3}), b);
+  EXPECT_EQ(cpu::matmul_primitives_created(), created);
+  matmul(Tensor::zeros({1, 3}), b);
+  EXPECT_EQ(cpu::matmul_primitives_created(), created + 1);
+}
+
 TEST(MatmulOp, ErrorsNameTheShapes) {
   try {
     matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}));

@@ -1,6 +1,7 @@
 #include "backend/cpu/onednn.h"
 
 #include "backend/kernels.h"
+#include "backend/lru_cache.h"
 
 #include <omp.h>
 
@@ -60,9 +61,14 @@ struct KeyHash {
   }
 };
 
-std::mutex g_mutex;
-std::unordered_map<Key, Cached, KeyHash> g_cache;
-size_t g_created = 0;
+// At most 512 primitives (about 2 KB of descriptors and a kernel each): a
+// training run uses a few dozen geometries per batch shape, and the least
+// recently used go first when shapes keep changing.
+constexpr size_t kMaxPrimitives = 512;
+backend::LruCache<Key, Cached, KeyHash>& primitives() {
+  static backend::LruCache<Key, Cached, KeyHash> cache(kMaxPrimitives);
+  return cache;
+}
 
 void key_of(Key& k, const Tensor& t) {
   k.push_back(static_cast<int64_t>(t.dtype()));
@@ -90,12 +96,9 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   key_of(key, b);
   key_of(key, c);
   if (bias.defined()) key_of(key, bias);
-  const Cached* entry;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_cache.find(key);
-    if (it == g_cache.end()) {
-      Cached e;
+  const std::shared_ptr<Cached> entry = primitives().get_or_make(key, [&] {
+      auto made = std::make_shared<Cached>();
+      Cached& e = *made;
       e.a = desc_of(a);
       e.b = desc_of(b);
       e.c = desc_of(c);
@@ -112,11 +115,8 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
       } catch (const dnnl::error& err) {
         throw Error("oneDNN matmul cannot run " + a.describe() + " @ " + b.describe() + ": " + err.what());
       }
-      ++g_created;
-      it = g_cache.emplace(key, std::move(e)).first;
-    }
-    entry = &it->second;
-  }
+      return made;
+  });
   dnnl::memory ma(entry->a, engine(), a.raw_data());
   dnnl::memory mb(entry->b, engine(), b.raw_data());
   dnnl::memory mc(entry->c, engine(), c.raw_data());
@@ -128,9 +128,7 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
   stream.wait();
 }
 
-size_t matmul_primitives_created() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_created;
-}
+size_t matmul_primitives_created() { return primitives().created(); }
+size_t matmul_primitives_cached() { return primitives().size(); }
 
 }  // namespace cmha::cpu

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cublaslt.h"
 #include "backend/cuda/kernel_table.h"
+#include "backend/lru_cache.h"
 #include "tensor/cuda_runtime.h"
 
 namespace cmha::cuda {
@@ -80,8 +81,18 @@ uint32_t alignment_of(const void* p) {
 // Everything that selects descriptors and an algorithm.
 struct GeometryKey {
   std::array<int64_t, 20> v{};
-  bool operator<(const GeometryKey& o) const { return v < o.v; }
+  bool operator==(const GeometryKey& o) const { return v == o.v; }
 };
+struct GeometryHash {
+  size_t operator()(const GeometryKey& k) const noexcept {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t x : k.v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+// Plans per device: 512 geometries, the least recently used evicted (batch
+// shapes change in translation; each plan holds four descriptors).
+constexpr size_t kMaxPlans = 512;
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -100,7 +111,7 @@ struct DeviceContext {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
-  std::map<GeometryKey, std::unique_ptr<Plan>> plans;
+  backend::LruCache<GeometryKey, Plan, GeometryHash> plans{kMaxPlans};
 };
 
 DeviceContext& context(int device) {
@@ -197,9 +208,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
            B.ld, N, M, inner_count, inner_stride[0], inner_stride[1], inner_stride[2], bias.defined(),
            alignment_of(a.raw_data()) * 1000 + alignment_of(b.raw_data()), alignment_of(c.raw_data()),
            bias.defined() ? alignment_of(bias.raw_data()) : 0};
-  std::unique_ptr<Plan>& plan = ctx.plans[key];
-  if (!plan) {
-    auto p = std::make_unique<Plan>();
+  const std::shared_ptr<Plan> plan = ctx.plans.get_or_make(key, [&] {
+    auto p = std::make_shared<Plan>();
     check_cublas(lt.matmul_desc_create(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
     const cublasOperation_t opa = A.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, opb = B.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     check_cublas(lt.matmul_desc_set(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "cublasLtMatmulDescSetAttribute", what);
@@ -238,8 +248,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
     check_cublas(st, "cublasLtMatmulAlgoGetHeuristic", what);
     CMHA_CHECK(found > 0, what + ": cuBLASLt has no algorithm for this geometry");
     p->algo = result.algo;
-    plan = std::move(p);
-  }
+    return p;
+  });
   if (bias.defined()) {
     const void* bias_ptr = bias.raw_data();
     check_cublas(lt.matmul_desc_set(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr),
