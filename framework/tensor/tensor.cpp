@@ -128,6 +128,7 @@ int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, "size")]; }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to address: any strides (as PyTorch)
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (shape()[i] == 1) continue;
