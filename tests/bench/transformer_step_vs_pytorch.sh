@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Training-step throughput of cmha against PyTorch 1.13 on the same model,
-# batch, optimiser and thread count, in one run: both sides interleaved,
-# `repeats` times, medians of target tokens per second and their ratio.
+# Training-step throughput of cmha against PyTorch on the same model, batch,
+# optimiser and thread count, in one run, f32 and bf16 (cmha's train.bf16
+# beside PyTorch's torch.autocast(bfloat16) around forward and loss): all four
+# interleaved, `repeats` times; medians of target tokens per second, and every
+# ratio in one table (cmha/torch in each dtype, and bf16/f32 on each side).
 #
 #   tests/bench/transformer_step_vs_pytorch.sh [threads] [steps] [repeats] [recipes...]
 #
@@ -17,14 +19,21 @@ recipes=("$@")
 [ ${#recipes[@]} -gt 0 ] || recipes=(recipes/bench/transformer_small_concat_dk256.yaml recipes/bench/transformer_small_collab_dk64.yaml)
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
-printf '%-48s %7s %12s %12s %7s\n' recipe threads cmha_tok/s torch_tok/s ratio
+ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+printf '%-36s %3s %10s %10s %10s %10s %7s %7s %9s %9s\n' recipe thr cmha_f32 torch_f32 cmha_bf16 torch_bf16 \
+  f32_x bf16_x cmha_bf/f torch_bf/f
 for recipe in "${recipes[@]}"; do
-  ours=() theirs=()
+  cf=() tf=() cb=() tb=()
   for ((r = 0; r < repeats; ++r)); do
-    ours+=("$(build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads "$threads" | field tokens_per_s)")
-    theirs+=("$(/usr/bin/python3 tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" | field tokens_per_s)")
+    cf+=("$(build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads "$threads" train.bf16=false | field tokens_per_s)")
+    tf+=("$(/usr/bin/python3 tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" | field tokens_per_s)")
+    cb+=("$(build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads "$threads" train.bf16=true | field tokens_per_s)")
+    tb+=("$(/usr/bin/python3 tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" --bf16 | field tokens_per_s)")
   done
-  a=$(printf '%s\n' "${ours[@]}" | median)
-  b=$(printf '%s\n' "${theirs[@]}" | median)
-  printf '%-48s %7s %12.0f %12.0f %7.2f\n' "$(basename "$recipe")" "$threads" "$a" "$b" "$(python3 -c "print($a/$b)")"
+  a=$(printf '%s\n' "${cf[@]}" | median)
+  b=$(printf '%s\n' "${tf[@]}" | median)
+  c=$(printf '%s\n' "${cb[@]}" | median)
+  d=$(printf '%s\n' "${tb[@]}" | median)
+  printf '%-36s %3s %10.0f %10.0f %10.0f %10.0f %7s %7s %9s %9s\n' "$(basename "$recipe")" "$threads" "$a" "$b" "$c" "$d" \
+    "$(ratio "$a" "$b")" "$(ratio "$c" "$d")" "$(ratio "$c" "$a")" "$(ratio "$d" "$b")"
 done
