@@ -11,11 +11,13 @@ namespace cmha::cli {
 
 namespace {
 const char* kBenchDescription =
-    "Times full training steps of the recipe's transformer on random tokens\n"
-    "(forward, label-smoothed cross-entropy, backward, the optim.* optimiser) with\n"
-    "batches of bench.batch_size sentences of bench.src_len source and\n"
-    "bench.tgt_len target tokens, and prints one JSON line: tokens_per_s (target\n"
-    "tokens per second at the median step) and step_ms_median among others.\n"
+    "Times full training steps of the recipe's model on random data (forward,\n"
+    "label-smoothed cross-entropy, backward, the optim.* optimiser) on\n"
+    "train.device (or --device): the transformer with batches of\n"
+    "bench.batch_size sentences of bench.src_len source and bench.tgt_len target\n"
+    "tokens, the vision transformer with bench.batch_size images. It prints one\n"
+    "JSON line: tokens_per_s or images_per_s at the median step, step_ms_median,\n"
+    "gemm_tflop_per_step (the GEMMs' work, for MFU) among others.\n"
     "\n"
     "Under 'mpirun -np N' every rank times the same batch size and exchanges\n"
     "gradients as 'cmha train' does; rank 0 prints tokens_per_s of all ranks\n"

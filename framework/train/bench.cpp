@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
@@ -11,6 +13,7 @@
 #include "backend/profile.h"
 #include "tensor/storage.h"
 #include "nn/transformer.h"
+#include "nn/vit.h"
 #include "optim/optimizer.h"
 #include "train/gradient_buckets.h"
 #include "train/device.h"
@@ -40,21 +43,95 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+
+// What one benchmark step runs: the model, its inputs on the device and the
+// loss of one batch.
+struct BenchModel {
+  std::unique_ptr<nn::Module> module;
+  std::function<Tensor()> loss;
+  int64_t units_per_rank = 0;  // target tokens or images per step
+  const char* unit = "tokens";
+  std::string attention;
+};
+
+BenchModel transformer_bench(const Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
+  const nn::TransformerConfig cfg = transformer_config(recipe);
+  auto model = std::make_unique<nn::Transformer>(cfg, init_gen);
+  const int64_t B = recipe.integer("bench.batch_size"), S = recipe.integer("bench.src_len"),
+                T = recipe.integer("bench.tgt_len");
+  CMHA_CHECK(T >= 2, "bench.tgt_len must be at least 2 (decoder input and labels are shifted by one)");
+  // Shapes: src [B, S]; target [B, T] -> decoder input [B, T-1], labels [B·(T-1)]
+  Tensor src = random_tokens(data_gen, B, S, 4, cfg.src_vocab);
+  Tensor tgt = random_tokens(data_gen, B, T, 4, cfg.tgt_vocab);
+  Tensor tgt_in = tgt.slice(1, 0, T - 1).contiguous().to(device);
+  Tensor labels = tgt.slice(1, 1, T).contiguous().view({-1}).to(device);
+  Tensor src_pad = Tensor::zeros({B, S}, DType::b8).to(device);
+  src = src.to(device);
+  const float smoothing = static_cast<float>(recipe.real("train.label_smoothing"));
+  nn::Transformer* m = model.get();
+  BenchModel b;
+  b.attention = cfg.encoder_attention.type;
+  b.units_per_rank = B * (T - 1);
+  b.loss = [=] {
+    Tensor logits = m->forward(src, src_pad, tgt_in);  // [B, T-1, V]
+    return cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
+  };
+  b.module = std::move(model);
+  return b;
+}
+
+// A vision transformer on random images (normal pixels) and labels:
+// bench.batch_size images of model.image_size² per step.
+BenchModel vit_bench(const Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
+  const nn::VitConfig cfg = vit_config(recipe);
+  auto model = std::make_unique<nn::VisionTransformer>(cfg, init_gen);
+  const int64_t B = recipe.integer("bench.batch_size");
+  Tensor images = Tensor::empty({B, cfg.channels, cfg.image_size, cfg.image_size});  // [B, C, S, S]
+  normal_(images, data_gen);
+  Tensor labels = random_tokens(data_gen, 1, B, 0, cfg.num_classes).view({B});
+  images = images.to(device);
+  labels = labels.to(device);
+  const float smoothing = static_cast<float>(recipe.real("train.label_smoothing"));
+  nn::VisionTransformer* m = model.get();
+  BenchModel b;
+  b.attention = cfg.attention.type;
+  b.units_per_rank = B;
+  b.unit = "images";
+  b.loss = [=] { return cross_entropy(m->forward(images), labels, smoothing); };  // logits [B, classes]
+  b.module = std::move(model);
+  return b;
+}
+
+// The GEMM work of one step (2·M·N·K per matmul, forward and backward), from
+// the kernel profile's count of one step.
+double gemm_flops_of(const std::vector<backend::ProfileRow>& rows) {
+  double f = 0;
+  for (const backend::ProfileRow& r : rows) f += r.flops;
+  return f;
+}
+
+}  // namespace
+
 BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
                                    dist::Communicator& comm, bool profile) {
-  CMHA_CHECK(recipe.string("model.kind") == "transformer",
-             "cmha bench times the encoder-decoder transformer; this recipe's model.kind is '" +
-                 recipe.string("model.kind") + "'");
+  const std::string kind = recipe.string("model.kind");
+  CMHA_CHECK(kind == "transformer" || kind == "vit",
+             "cmha bench times the transformer or the vision transformer; this recipe's model.kind is '" + kind + "'");
   CMHA_CHECK(steps > 0, "cmha bench: --steps must be positive");
   if (threads > 0) omp_set_num_threads(threads);
-  const nn::TransformerConfig cfg = transformer_config(recipe);
   const uint64_t seed = static_cast<uint64_t>(recipe.integer("train.seed"));
   Generator init_gen(seed);
-  nn::Transformer model(cfg, init_gen);
-  model.set_generator(std::make_shared<Generator>(seed + 1));
-  model.train();
+  Generator data_gen(seed + 2 + static_cast<uint64_t>(comm.rank()));  // each rank its own batch
   const Device device = recipe_device(recipe);
   check_device_communicator(device, comm.size(), comm.backend());
+  BenchModel bench = kind == "vit" ? vit_bench(recipe, init_gen, data_gen, device)
+                                   : transformer_bench(recipe, init_gen, data_gen, device);
+  nn::Module& model = *bench.module;
+  model.set_generator(std::make_shared<Generator>(seed + 1));
+  model.train();
+  // Initialised on the CPU (the same numbers on every device), then moved;
+  // the inputs were made on the device already.
   model.to(device);
 
   std::vector<optim::OptimParam> params;
@@ -69,50 +146,36 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
   bucket_options.overlap = recipe.boolean("train.dist_overlap");
   GradientBuckets buckets(model.parameters(), comm, bucket_options);
-  const float smoothing = static_cast<float>(recipe.real("train.label_smoothing"));
-
-  const int64_t B = recipe.integer("bench.batch_size"), S = recipe.integer("bench.src_len"),
-                T = recipe.integer("bench.tgt_len");
-  CMHA_CHECK(T >= 2, "bench.tgt_len must be at least 2 (decoder input and labels are shifted by one)");
-  Generator data_gen(seed + 2 + static_cast<uint64_t>(comm.rank()));  // each rank its own batch
-  // Shapes: src [B, S]; target [B, T] -> decoder input [B, T-1], labels [B·(T-1)]
-  Tensor src = random_tokens(data_gen, B, S, 4, cfg.src_vocab);
-  Tensor tgt = random_tokens(data_gen, B, T, 4, cfg.tgt_vocab);
-  Tensor tgt_in = tgt.slice(1, 0, T - 1).contiguous(), labels = tgt.slice(1, 1, T).contiguous().view({-1});
-  Tensor src_pad = Tensor::zeros({B, S}, DType::b8);
-  src = src.to(device);
-  tgt_in = tgt_in.to(device);
-  labels = labels.to(device);
-  src_pad = src_pad.to(device);
 
   BenchResult r;
-  r.attention = cfg.encoder_attention.type;
+  r.attention = bench.attention;
   r.device = describe_device(device);
+  r.unit = bench.unit;
   r.parameters = model.num_parameters();
   r.threads = omp_get_max_threads();
   r.ranks = comm.size();
-  r.target_tokens = B * (T - 1) * comm.size();
+  r.target_tokens = bench.units_per_rank * comm.size();
   std::vector<double> exchange_ms;
   const bool bf16 = recipe.boolean("train.bf16");
   double timed_seconds = 0;
   DeviceMemory at_warmup_end;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) at_warmup_end = device_memory(device);
-    if (profile && i == warmup) {
-      backend::reset_profile();
-      backend::set_profiling(true);
-    }
+    // Step 0 counts the GEMM work (the profile's FLOP count); timed steps run
+    // unprofiled unless asked.
+    const bool count_flops = i == 0, profiled = profile && i >= warmup;
+    if (count_flops || (profile && i == warmup)) backend::reset_profile();
+    backend::set_profiling(count_flops || profiled);
     const auto t0 = std::chrono::steady_clock::now();
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
-    Tensor logits = model.forward(src, src_pad, tgt_in);  // [B, T-1, V]
-    Tensor loss = cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
+    Tensor loss = bench.loss();
     buckets.arm();
     loss.backward();
     const double exposed_before = buckets.exposed_seconds();
     {
       backend::ProfilePhase phase("exchange");
-      buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many tokens: the mean of means
+      buckets.finish(1.0f / static_cast<float>(comm.size()));  // every rank has as many units: the mean of means
     }
     {
       backend::ProfilePhase phase("optimizer");
@@ -121,6 +184,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     // Reading the loss waits for the device's queue: on a GPU the step ends there.
     const float l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (count_flops) r.gemm_flops_per_step = gemm_flops_of(backend::profile_rows()) * comm.size();
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
     if (i >= warmup) {
@@ -129,10 +193,8 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
       exchange_ms.push_back(1000.0 * (buckets.exposed_seconds() - exposed_before));
     }
   }
-  if (profile) {
-    backend::set_profiling(false);
-    r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
-  }
+  backend::set_profiling(false);
+  if (profile) r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   r.peak_rss_mb = process_peak_rss_mb();
   const DeviceMemory at_end = device_memory(device);
   if (at_end.known) {
@@ -154,7 +216,9 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {"threads", threads},          {"ranks", ranks},
                       {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},
-                      {"tokens_per_s", tokens_per_s}, {"first_loss", first_loss},
+                      {"unit", unit},                {"units_per_s", tokens_per_s},
+                      {unit == "images" ? "images_per_s" : "tokens_per_s", tokens_per_s},
+                      {"gemm_tflop_per_step", gemm_flops_per_step / 1e12}, {"first_loss", first_loss},
                       {"last_loss", last_loss},      {"peak_rss_mb", peak_rss_mb}};
   return j.dump();
 }

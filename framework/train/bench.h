@@ -16,10 +16,12 @@ struct BenchResult {
   int64_t parameters = 0;
   int threads = 0;               // per rank
   int ranks = 1;                // data-parallel processes, each with the whole bench batch
-  int64_t target_tokens = 0;    // per step (labels), all ranks together
+  std::string unit = "tokens";   // "tokens" (target tokens, the transformer) or "images" (the ViT)
+  int64_t target_tokens = 0;    // units per step (labels), all ranks together
+  double gemm_flops_per_step = 0;  // the GEMMs' 2·M·N·K, forward and backward, all ranks (for MFU)
   std::vector<double> step_ms;  // every timed step
   double step_ms_median = 0;
-  double tokens_per_s = 0;      // target tokens / median step time
+  double tokens_per_s = 0;      // units (target tokens or images) / median step time
   double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
   double peak_rss_mb = 0;       // the process's peak resident memory (getrusage) at the end
@@ -31,12 +33,15 @@ struct BenchResult {
   std::string json(const std::string& recipe_name) const;
 };
 
-// Runs `warmup` untimed then `steps` timed steps of the recipe's transformer
-// with bench.batch_size × bench.src_len source and × bench.tgt_len target tokens
-// on every rank of `comm`, gradients exchanged as `cmha train` does
+// Runs `warmup` untimed then `steps` timed steps of the recipe's model: the
+// transformer with bench.batch_size × bench.src_len source and ×
+// bench.tgt_len target tokens, or the vision transformer with
+// bench.batch_size images of model.image_size² (random pixels and labels),
+// on train.device, on every rank of `comm`, gradients exchanged as `cmha train` does
 // (train.dist_bucket_mb, train.dist_overlap); the result is rank 0's timing.
 // With `profile`, every kernel of the timed steps is timed too (the steps are
-// then slightly slower: a clock read per kernel call).
+// then slightly slower: a clock read per kernel call). The first step (a
+// warm-up when there is one) counts the GEMM work for MFU.
 BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
                                    dist::Communicator& comm, bool profile = false);
 

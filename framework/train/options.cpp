@@ -198,10 +198,11 @@ std::vector<OptionSpec> build() {
   add("data.workers", T::integer, "2", "Image decoding and augmentation threads; 0 = in the training thread", 0, 256);
   add("data.prefetch", T::integer, "0", "Batches decoded ahead of the trainer; 0 = 2 × data.workers", 0, 1024);
   add("data.skip_bad_images", T::boolean, "false", "Leave unreadable images out of their batch and count them instead of stopping");
-  // Benchmark geometry (cmha bench, which times the transformer)
+  // Benchmark geometry (cmha bench: the transformer's sentences, the ViT's images)
   tasks = {};
+  kinds = {};
+  add("bench.batch_size", T::integer, "128", "Sentences (transformer) or images (vit) per benchmark step", 1, 1 << 20);
   kinds = {"transformer"};
-  add("bench.batch_size", T::integer, "128", "Sentences per benchmark step", 1, 1 << 20);
   add("bench.src_len", T::integer, "32", "Source tokens per sentence in the benchmark", 1, 1 << 20);
   add("bench.tgt_len", T::integer, "33", "Target tokens per sentence in the benchmark", 1, 1 << 20);
   return r;

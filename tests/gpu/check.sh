@@ -7,8 +7,12 @@
 #   2. the parity suite: every kernel-table entry GPU vs CPU, whole training
 #      runs of every attention type and the ViT, the pool after warm-up
 #      (parity.log, parity.xml);
-#   3. training steps per second, cmha vs PyTorch on the same GPU, f32 and
-#      bf16: the local bench recipes and WMT transformer-base (bench.tsv).
+#   3. the GPU's bf16 GEMM ceiling (measured), then training steps of
+#      transformer-base (~25k tokens) and DeiT-B3 (128 images), concat and
+#      collaborative, f32 and bf16, cmha and PyTorch on the same GPU: one
+#      table of units/s, step ms, MFU against the ceiling, the ratio to
+#      PyTorch and the pool's growths after warm-up (bench.tsv).
+# It must finish within 8 minutes (each part has a time limit).
 # Each part has its own time limit, so one hang cannot take the whole loan.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -49,36 +53,65 @@ grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran' "$OUT/parity.log" | tee -a "$L
 [ $rc -eq 0 ] || { say "parity suite failed (rc $rc): failures follow"; grep -B2 -A12 'Failure' "$OUT/parity.log" | head -150 | tee -a "$LOG"; }
 
 # ---- 3. speed ------------------------------------------------------------------------------
-say "training steps: cmha vs PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
-printf 'recipe\tdtype\tframework\ttokens_per_s\tstep_ms\tpeak_mb\tpool_growths\n' >"$OUT/bench.tsv"
-bench_pair() {  # RECIPE LABEL EXTRA-OVERRIDES...
-  local recipe=$1 label=$2
+# The bf16 GEMM ceiling of this GPU, measured here (PyTorch, 8192³, the mean
+# of 10 after 3 warm-ups), and the f32 one without TF32, as cmha runs f32.
+say "GEMM ceilings (PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+read -r CEIL_BF16 CEIL_F32 < <(timeout 120 "$PY" - <<'PYEOF' 2>>"$LOG"
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+def tflops(dtype, n=8192):
+    a = torch.randn(n, n, device="cuda", dtype=dtype); b = torch.randn(n, n, device="cuda", dtype=dtype)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(10): a @ b
+    e.record(); torch.cuda.synchronize()
+    return 2 * n ** 3 * 10 / (s.elapsed_time(e) / 1000) / 1e12
+print(f"{tflops(torch.bfloat16):.1f} {tflops(torch.float32):.1f}")
+PYEOF
+)
+say "bf16 GEMM ceiling ${CEIL_BF16:-?} TFLOP/s, f32 (no TF32) ${CEIL_F32:-?} TFLOP/s"
+
+say "training steps: cmha vs PyTorch on the same model, batch and GPU"
+printf 'model\tdtype\tframework\tunits/s\tstep ms\tMFU %%\tvs torch\tpool growths\n' >"$OUT/bench.tsv"
+bench_pair() {  # LABEL RECIPE OVERRIDES...
+  local label=$1 recipe=$2
   shift 2
   for bf16 in false true; do
     local dtype=f32
     [ "$bf16" = true ] && dtype=bf16
-    local c
-    c=$(timeout 120 "$CMHA" bench "$recipe" --device cuda --steps 10 --warmup 3 train.bf16=$bf16 "$@" 2>>"$LOG" | tail -1)
-    local p
-    p=$(timeout 120 "$PY" "$ROOT/tests/bench/pytorch_transformer_bench.py" "$recipe" --device cuda --steps 10 \
+    local c p
+    c=$(timeout 150 "$CMHA" bench "$recipe" --device cuda --steps 10 --warmup 3 train.bf16=$bf16 "$@" 2>>"$LOG" | tail -1)
+    p=$(timeout 150 "$PY" "$ROOT/tests/bench/pytorch_transformer_bench.py" "$recipe" --device cuda --steps 10 \
       --warmup 3 $([ "$bf16" = true ] && echo --bf16) $(printf -- '--set %s ' "$@") 2>>"$LOG" | tail -1)
-    for j in "$c" "$p"; do
-      "$PY" - "$label" "$dtype" "$j" >>"$OUT/bench.tsv" <<'PYEOF'
+    "$PY" - "$label" "$dtype" "$c" "$p" "${CEIL_BF16:-0}" >>"$OUT/bench.tsv" <<'PYEOF'
 import json, sys
-label, dtype, line = sys.argv[1:4]
-try:
-    r = json.loads(line)
-except Exception:
-    print(f"{label}\t{dtype}\t(no result)\t\t\t\t"); sys.exit()
-print(f"{label}\t{dtype}\t{r.get('framework')}\t{r.get('tokens_per_s', 0):.0f}\t{r.get('step_ms_median', 0):.2f}\t"
-      f"{r.get('gpu_peak_reserved_mb', r.get('peak_mb', 0)):.0f}\t{r.get('gpu_pool_growths_timed', '')}")
+label, dtype, cj, pj, ceiling = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+def load(line):
+    try:
+        return json.loads(line)
+    except Exception:
+        return None
+c, p = load(cj), load(pj)
+flop = (c or {}).get("gemm_tflop_per_step", 0.0)  # the same model's GEMM work on both sides
+def row(r, name):
+    if r is None:
+        return f"{label}\t{dtype}\t{name}\t(failed: see check.log)\t\t\t\t"
+    ms = r["step_ms_median"]
+    mfu = 100 * flop / (ms / 1000) / ceiling if ceiling and ms else 0
+    return f"{label}\t{dtype}\t{r['framework']}\t{r['units_per_s']:.0f} {r['unit']}\t{ms:.1f}\t{mfu:.1f}"
+ratio = f"{c['units_per_s'] / p['units_per_s']:.2f}" if c and p else ""
+print(row(c, "cmha") + f"\t{ratio}\t{(c or {}).get('gpu_pool_growths_timed', '')}")
+print(row(p, "pytorch") + "\t\t")
 PYEOF
-    done
   done
 }
-bench_pair "$ROOT/recipes/bench/transformer_small_concat_dk256.yaml" small-concat-dk256
-bench_pair "$ROOT/recipes/bench/transformer_small_collab_dk64.yaml" small-collab-dk64
-bench_pair "$ROOT/recipes/wmt14_en_de/concat_dk512.yaml" wmt-base-concat bench.batch_size=256
-bench_pair "$ROOT/recipes/wmt14_en_de/collaborative_dk128.yaml" wmt-base-collab-dk128 bench.batch_size=256
+# transformer-base (d 512, 6+6 layers) at ~25k target tokens a step; DeiT-B3 at 128 images of 224².
+wmt="bench.batch_size=768 bench.src_len=32 bench.tgt_len=33"
+bench_pair transformer-base-concat "$ROOT/recipes/wmt14_en_de/concat_dk512.yaml" $wmt
+bench_pair transformer-base-collab-dk128 "$ROOT/recipes/wmt14_en_de/collaborative_dk128.yaml" $wmt
+bench_pair deit-b3-concat "$ROOT/recipes/deit_b3_imagenet/concat_dk768.yaml" bench.batch_size=128 model.drop_path=0
+bench_pair deit-b3-collab-dk192 "$ROOT/recipes/deit_b3_imagenet/collaborative_dk192.yaml" bench.batch_size=128 model.drop_path=0
 column -t -s $'\t' "$OUT/bench.tsv" | tee -a "$LOG"
 say "done in $(($(date +%s) - started)) s; results in $OUT"
