@@ -14,8 +14,12 @@
 #      PyTorch and the pool's growths after warm-up (bench.tsv).
 # It must finish within 8 minutes (each part has a time limit).
 # Each part has its own time limit, so one hang cannot take the whole loan.
+#
+#   tests/gpu/check.sh [--parity-only]     (--parity-only: parts 1 and 2)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PARITY_ONLY=0
+[ "${1:-}" = "--parity-only" ] && PARITY_ONLY=1
 OUT=${OUT:-/tmp/cmha-gpu}
 mkdir -p "$OUT"
 LOG=$OUT/check.log
@@ -41,7 +45,8 @@ CMHA=$BIN_DIR/cmha
 PY=$(command -v python3)
 
 # ---- 1. the machine ------------------------------------------------------------------
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$LOG"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$LOG" ||
+  say "no nvidia-smi here"
 timeout 60 "$CMHA" info --devices 2>&1 | tee -a "$LOG"
 
 # ---- 2. parity ---------------------------------------------------------------------------
@@ -51,6 +56,11 @@ timeout 300 "$BIN_DIR/tests/cmha_tests" --gtest_filter='CudaParity*:CudaRuntime*
 rc=$?
 grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran' "$OUT/parity.log" | tee -a "$LOG"
 [ $rc -eq 0 ] || { say "parity suite failed (rc $rc): failures follow"; grep -B2 -A12 'Failure' "$OUT/parity.log" | head -150 | tee -a "$LOG"; }
+
+if [ $PARITY_ONLY -eq 1 ]; then
+  say "done in $(($(date +%s) - started)) s (parity only); results in $OUT"
+  exit $rc
+fi
 
 # ---- 3. speed ------------------------------------------------------------------------------
 # The bf16 GEMM ceiling of this GPU, measured here (PyTorch, 8192³, the mean

@@ -78,7 +78,8 @@ TEST(EmulatedCuda, TranslationTrainsValidatesAndEvaluatesAsOnTheCpu) {
           "/train data.valid_prefix=" + dir + "/valid data.test_prefix=" + dir +
           "/test model.vocab_size=100 data.max_tokens=512 data.spm_sample_sentences=1000 train.max_updates=12 "
           "train.save_every=6 train.validate_every=6 train.log_every=1000 lr.warmup=4 eval.valid_sentences=10 "
-          "eval.valid_bleu=true eval.average_last=2",
+          "eval.valid_bleu=true eval.average_last=2 model.d_model=64 model.ffn_dim=128 model.encoder_layers=1 "
+          "model.decoder_layers=1 model.attention.key_dim=32",
       dir);
   ASSERT_EQ(r.cpu.code, 0) << r.cpu.output;
   ASSERT_EQ(r.gpu.code, 0) << r.gpu.output;
