@@ -29,7 +29,14 @@ started=$(date +%s)
 # ---- the bundle, where the build put it -------------------------------------------
 [ -f "$ROOT/gpu-bundle/bundle.tar.xz" ] || { say "no gpu-bundle/bundle.tar.xz: run tests/gpu/make_bundle.sh first and carry gpu-bundle"; exit 2; }
 STAGE=/tmp/cmha-bundle
-rm -rf "$STAGE" && mkdir -p "$STAGE" && tar -C "$STAGE" -xJf "$ROOT/gpu-bundle/bundle.tar.xz"
+rm -rf "$STAGE" && mkdir -p "$STAGE"
+if command -v xz >/dev/null; then
+  tar -C "$STAGE" -xJf "$ROOT/gpu-bundle/bundle.tar.xz"
+elif command -v python3 >/dev/null; then  # no xz (a bare image): Python's lzma reads it
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$ROOT/gpu-bundle/bundle.tar.xz" "$STAGE"
+fi
+[ -f "$STAGE/paths" ] || { say "cannot unpack gpu-bundle/bundle.tar.xz (needs xz or python3)"; exit 2; }
 SRC_DIR=$(sed -n 1p "$STAGE/paths")
 BIN_DIR=$(sed -n 2p "$STAGE/paths")
 # The tests find the sources and the cmha binary at the paths compiled in.

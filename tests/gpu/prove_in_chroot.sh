@@ -18,6 +18,8 @@ if [ ! -x "$BARE/bin/bash" ]; then
   command -v debootstrap >/dev/null || apt-get install -y --no-install-recommends debootstrap >/dev/null
   debootstrap --variant=minbase bookworm "$BARE" http://deb.debian.org/debian >/tmp/cmha-debootstrap.log
 fi
+# The one package added: xz to unpack the bundle (the GPU machine's python3 does it there).
+[ -x "$BARE/usr/bin/xz" ] || chroot "$BARE" /bin/sh -c 'apt-get install -y --no-install-recommends xz-utils' >/dev/null
 # The tracked tree (what the device tool sends) and the bundle (what it carries).
 rm -rf "$BARE/repo" && mkdir -p "$BARE/repo"
 git -C "$ROOT" archive HEAD | tar -x -C "$BARE/repo"
@@ -28,6 +30,9 @@ for lib in libdnnl libyaml-cpp libsentencepiece libicuuc libopenblas libmpi; do
     exit 1
   fi
 done
+# What the GPU machine's CUDA toolkit provides and the bundle leaves out: the runtime.
+mkdir -p "$BARE/usr/local/cuda/lib64"
+cp -L /usr/local/cuda/lib64/libcudart.so.13 "$BARE/usr/local/cuda/lib64/"
 mount -t proc proc "$BARE/proc"
 trap 'umount "$BARE/proc"' EXIT
 chroot "$BARE" /bin/bash -c "cd /repo && OUT=/repo/out CMHA_EMULATE_CUDA=1 tests/gpu/check.sh --parity-only"
