@@ -6,7 +6,7 @@
 //   autograd  differentiable ops and the tape (checks, geometry, allocation, record; no loops)
 //   nn        modules: linear, norms, the attention family, transformer, ViT
 //   optim     the Optimizer interface, Adam/AdamW/SGD, schedules, clipping, EMA
-//   dist      the Communicator: single, MPI (NCCL next)
+//   dist      the Communicator: single, MPI, NCCL
 //   data      corpora, vocabularies, batches, images, loaders
 //   eval      beam search, BLEU (sacreBLEU-compatible, compound-split), accuracy
 //   train     recipes and the option registry, model configuration, checkpoints,
