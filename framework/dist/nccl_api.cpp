@@ -1,48 +1,35 @@
 #include "dist/nccl_api.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
 
 #include "dist/communicator.h"
 #include "tensor/error.h"
+#include "tensor/shared_library.h"
 
 namespace cmha::dist {
 namespace {
 
-template <typename Fn>
-void bind(void* lib, const char* name, Fn& fn, const std::string& file) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!fn) throw Error("cannot use NCCL: " + file + " has no " + name + " (an NCCL older than 2.10?)");
-}
-
 NcclApi load() {
-  std::string tried, why;
-  for (const char* n : {"libnccl.so.2", "libnccl.so"}) {
-    void* lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      tried += (tried.empty() ? "" : ", ") + std::string(n);
-      const char* err = dlerror();
-      why = err ? err : "not found";
-      continue;
-    }
-    NcclApi api;
-    api.library = n;
-    bind(lib, "ncclGetVersion", api.get_version, n);
-    bind(lib, "ncclGetUniqueId", api.get_unique_id, n);
-    bind(lib, "ncclCommInitRank", api.comm_init_rank, n);
-    bind(lib, "ncclCommAbort", api.comm_abort, n);
-    bind(lib, "ncclCommDestroy", api.comm_destroy, n);
-    bind(lib, "ncclCommGetAsyncError", api.comm_get_async_error, n);
-    bind(lib, "ncclGetErrorString", api.error_string, n);
-    bind(lib, "ncclAllReduce", api.all_reduce, n);
-    bind(lib, "ncclBroadcast", api.broadcast, n);
-    bind(lib, "ncclAllGather", api.all_gather, n);
-    bind(lib, "ncclReduceScatter", api.reduce_scatter, n);
-    return api;  // stays loaded for the process's life
-  }
-  throw Error("train.dist_backend=nccl: NCCL could not be loaded (tried " + tried + ": " + why +
-              "); install NCCL (libnccl2) or add its folder to LD_LIBRARY_PATH");
+  const SharedLibrary lib = open_shared_library({"libnccl.so.2", "libnccl.so"});
+  if (!lib.handle)
+    throw Error("train.dist_backend=nccl: NCCL could not be loaded (tried " + lib.file + ": " + lib.reason +
+                "); install NCCL (libnccl2) or add its folder to LD_LIBRARY_PATH");
+  NcclApi api;
+  api.library = lib.file;
+  const std::string what = "cannot use NCCL";
+  const char* hint = "an NCCL older than 2.10?";
+  bind_symbol(lib, "ncclGetVersion", api.get_version, what, hint);
+  bind_symbol(lib, "ncclGetUniqueId", api.get_unique_id, what, hint);
+  bind_symbol(lib, "ncclCommInitRank", api.comm_init_rank, what, hint);
+  bind_symbol(lib, "ncclCommAbort", api.comm_abort, what, hint);
+  bind_symbol(lib, "ncclCommDestroy", api.comm_destroy, what, hint);
+  bind_symbol(lib, "ncclCommGetAsyncError", api.comm_get_async_error, what, hint);
+  bind_symbol(lib, "ncclGetErrorString", api.error_string, what, hint);
+  bind_symbol(lib, "ncclAllReduce", api.all_reduce, what, hint);
+  bind_symbol(lib, "ncclBroadcast", api.broadcast, what, hint);
+  bind_symbol(lib, "ncclAllGather", api.all_gather, what, hint);
+  bind_symbol(lib, "ncclReduceScatter", api.reduce_scatter, what, hint);
+  return api;
 }
 
 }  // namespace

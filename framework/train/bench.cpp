@@ -124,7 +124,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   Generator init_gen(seed);
   Generator data_gen(seed + 2 + static_cast<uint64_t>(comm.rank()));  // each rank its own batch
   const Device device = recipe_device(recipe);
-  check_device_communicator(device, comm.size(), comm.backend());
+  check_device_communicator(device, comm.size(), comm.backend());  // before any work on the device
   BenchModel bench = kind == "vit" ? vit_bench(recipe, init_gen, data_gen, device)
                                    : transformer_bench(recipe, init_gen, data_gen, device);
   nn::Module& model = *bench.module;
@@ -138,10 +138,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   for (const Tensor& p : model.parameters()) params.push_back({p, true});
   const std::unique_ptr<optim::Optimizer> optimizer =
       optim::make_optimizer(optimizer_options(recipe), std::move(params));
-  if (comm.size() > 1)
-    for (Tensor& p : model.parameters())
-      comm.broadcast(p.device().is_cpu() ? p.data<float>() : static_cast<float*>(p.raw_data()),
-                     static_cast<size_t>(p.numel()), 0);
+  broadcast_from_rank0(comm, model.parameters());
   BucketOptions bucket_options;
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
   bucket_options.overlap = recipe.boolean("train.dist_overlap");

@@ -66,4 +66,12 @@ void check_device_communicator(Device device, int world_size, const std::string&
               "train.dist_backend=nccl (or auto)");
 }
 
+void broadcast_from_rank0(dist::Communicator& comm, const std::vector<Tensor>& tensors) {
+  if (comm.size() == 1 || tensors.empty()) return;
+  check_device_communicator(tensors.front().device(), comm.size(), comm.backend());
+  for (const Tensor& t : tensors)
+    comm.broadcast(t.device().is_cpu() ? t.data<float>() : static_cast<float*>(t.raw_data()),
+                   static_cast<size_t>(t.numel()), 0);
+}
+
 }  // namespace cmha::train

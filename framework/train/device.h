@@ -1,6 +1,10 @@
 #pragma once
 // The device a recipe trains on (train.device), checked once at start-up.
+#include <vector>
+
+#include "dist/communicator.h"
 #include "tensor/device.h"
+#include "tensor/tensor.h"
 #include "train/recipe.h"
 
 namespace cmha::train {
@@ -26,6 +30,11 @@ DeviceMemory device_memory(Device device);
 // (NCCL): with more than one rank on a GPU and a host-memory backend, one
 // sentence naming both.
 void check_device_communicator(Device device, int world_size, const std::string& backend);
+
+// Rank 0's values of every tensor on every rank, in place, where the tensors
+// live (host memory for mpi, GPU memory for nccl); nothing with one rank.
+// Checks the device against the communicator first (above).
+void broadcast_from_rank0(dist::Communicator& comm, const std::vector<Tensor>& tensors);
 
 // The same for a device named elsewhere (a command's --device): every
 // problem is one sentence starting with `what` (e.g. "--device cuda").

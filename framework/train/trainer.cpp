@@ -270,12 +270,9 @@ struct Trainer::Impl {
 
   // Rank 0's parameters on every rank (they start equal from the seed; this makes it a guarantee).
   void broadcast_parameters() {
-    if (comm.size() == 1) return;
-    check_device_communicator(params.front().second.device(), comm.size(), comm.backend());
-    // The tensor's memory where it lives: NCCL reads GPU memory (check_device_communicator allowed it).
-    for (auto& [name, p] : params)
-      comm.broadcast(p.device().is_cpu() ? p.data<float>() : static_cast<float*>(p.raw_data()),
-                     static_cast<size_t>(p.numel()), 0);
+    std::vector<Tensor> tensors;
+    for (auto& [name, p] : params) tensors.push_back(p);
+    broadcast_from_rank0(comm, tensors);
   }
 
   // train.init_from: the weights only; optimiser, schedule and data start afresh.

@@ -1,50 +1,37 @@
 #include "backend/cuda/cublaslt.h"
 
-#include <dlfcn.h>
-
 #include "tensor/error.h"
+#include "tensor/shared_library.h"
 
 namespace cmha::cuda {
 namespace {
 
-template <typename Fn>
-void bind(void* lib, const char* name, Fn& fn, const std::string& file) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!fn) throw Error("cannot use cuBLASLt: " + file + " has no " + name + " (a CUDA older than cmha was built for?)");
-}
-
 CublasLtApi load() {
   // The major version cmha was compiled against first, then any.
-  const std::string names[] = {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublasLt.so"};
-  void* lib = nullptr;
-  std::string tried, why;
-  for (const std::string& n : names) {
-    lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      CublasLtApi api;
-      api.library = n;
-      bind(lib, "cublasLtCreate", api.create, n);
-      bind(lib, "cublasLtGetVersion", api.get_version, n);
-      bind(lib, "cublasLtMatmulDescCreate", api.matmul_desc_create, n);
-      bind(lib, "cublasLtMatmulDescDestroy", api.matmul_desc_destroy, n);
-      bind(lib, "cublasLtMatmulDescSetAttribute", api.matmul_desc_set, n);
-      bind(lib, "cublasLtMatrixLayoutCreate", api.layout_create, n);
-      bind(lib, "cublasLtMatrixLayoutDestroy", api.layout_destroy, n);
-      bind(lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, n);
-      bind(lib, "cublasLtMatmulPreferenceCreate", api.preference_create, n);
-      bind(lib, "cublasLtMatmulPreferenceDestroy", api.preference_destroy, n);
-      bind(lib, "cublasLtMatmulPreferenceSetAttribute", api.preference_set, n);
-      bind(lib, "cublasLtMatmulAlgoGetHeuristic", api.algo_get_heuristic, n);
-      bind(lib, "cublasLtMatmul", api.matmul, n);
-      bind(lib, "cublasLtGetStatusString", api.status_string, n);
-      return api;  // the handle stays open for the process's life
-    }
-    tried += (tried.empty() ? "" : ", ") + n;
-    const char* err = dlerror();
-    why = err ? err : "not found";
-  }
-  throw Error("cannot run a matmul on the GPU: cuBLASLt could not be loaded (tried " + tried + ": " + why +
-              "); install the CUDA toolkit's cuBLAS or add its lib64 folder to LD_LIBRARY_PATH");
+  const std::string major = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  const SharedLibrary lib = open_shared_library({major.c_str(), "libcublasLt.so"});
+  if (!lib.handle)
+    throw Error("cannot run a matmul on the GPU: cuBLASLt could not be loaded (tried " + lib.file + ": " + lib.reason +
+                "); install the CUDA toolkit's cuBLAS or add its lib64 folder to LD_LIBRARY_PATH");
+  CublasLtApi api;
+  api.library = lib.file;
+  const std::string what = "cannot use cuBLASLt";
+  const char* hint = "a CUDA older than cmha was built for?";
+  bind_symbol(lib, "cublasLtCreate", api.create, what, hint);
+  bind_symbol(lib, "cublasLtGetVersion", api.get_version, what, hint);
+  bind_symbol(lib, "cublasLtMatmulDescCreate", api.matmul_desc_create, what, hint);
+  bind_symbol(lib, "cublasLtMatmulDescDestroy", api.matmul_desc_destroy, what, hint);
+  bind_symbol(lib, "cublasLtMatmulDescSetAttribute", api.matmul_desc_set, what, hint);
+  bind_symbol(lib, "cublasLtMatrixLayoutCreate", api.layout_create, what, hint);
+  bind_symbol(lib, "cublasLtMatrixLayoutDestroy", api.layout_destroy, what, hint);
+  bind_symbol(lib, "cublasLtMatrixLayoutSetAttribute", api.layout_set, what, hint);
+  bind_symbol(lib, "cublasLtMatmulPreferenceCreate", api.preference_create, what, hint);
+  bind_symbol(lib, "cublasLtMatmulPreferenceDestroy", api.preference_destroy, what, hint);
+  bind_symbol(lib, "cublasLtMatmulPreferenceSetAttribute", api.preference_set, what, hint);
+  bind_symbol(lib, "cublasLtMatmulAlgoGetHeuristic", api.algo_get_heuristic, what, hint);
+  bind_symbol(lib, "cublasLtMatmul", api.matmul, what, hint);
+  bind_symbol(lib, "cublasLtGetStatusString", api.status_string, what, hint);
+  return api;
 }
 
 }  // namespace
