@@ -3,6 +3,8 @@
 // world of two ranks holding the same gradients.
 #include <gtest/gtest.h>
 
+#include "train/device.h"
+
 #include <cstdlib>
 #include <map>
 
@@ -121,6 +123,15 @@ TEST(Launch, BadVariablesAreNamed) {
                          dist::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
                        }),
                        "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2"));
+}
+
+TEST(Launch, GpuTensorsNeedACommunicatorThatReadsGpuMemory) {
+  EXPECT_TRUE(contains(error_of([] { train::check_device_communicator(Device::cuda(0), 2, "mpi"); }),
+                       "train.device=cuda:0 with 2 ranks: the mpi communicator exchanges host memory, not GPU "
+                       "tensors; use train.dist_backend=nccl (or auto)"));
+  EXPECT_NO_THROW(train::check_device_communicator(Device::cuda(0), 2, "nccl"));
+  EXPECT_NO_THROW(train::check_device_communicator(Device::cuda(0), 1, "single"));
+  EXPECT_NO_THROW(train::check_device_communicator(Device::cpu(), 2, "mpi"));
 }
 
 TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
