@@ -114,8 +114,8 @@ void expect_same_tensors(const std::map<std::string, Tensor>& got, const std::ma
 }
 
 TEST(KillResume, RandomSigkillsThenResumeEndLikeAnUninterruptedRun) {
-  constexpr int kUpdates = 150, kKills = 8;
-  const auto watchdog = std::chrono::milliseconds(10000);
+  constexpr int kUpdates = 600, kKills = 8;  // enough updates that an idle, fast machine is still mid-run at most kills
+  const auto watchdog = std::chrono::milliseconds(30000);  // a hang guard: 600 updates take ~2 s idle, more under load
   const std::string dir = test::temp_dir("kill_resume"), run = dir + "/run", ref = dir + "/ref";
   fs::remove_all(run);
   fs::remove_all(ref);
