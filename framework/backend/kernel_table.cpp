@@ -1,5 +1,6 @@
 #include "backend/kernels.h"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -99,6 +100,12 @@ void require_device(Device device, const std::string& what) {
                  "; use cpu");
 #endif
 }
+
+namespace {
+std::atomic<bool> tf32_on{false};
+}  // namespace
+void set_f32_matmul_tf32(bool on) { tf32_on.store(on, std::memory_order_relaxed); }
+bool f32_matmul_tf32() { return tf32_on.load(std::memory_order_relaxed); }
 
 void missing_kernel(const char* entry, Device device) {
   throw Error(std::string(entry) + ": cmha has no " + kernel_table(device).device_name + " kernel for this op yet (asked for " +

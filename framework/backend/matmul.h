@@ -22,4 +22,12 @@ struct MatmulKernels {
   void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c) = nullptr;
 };
 
+// Whether f32 GEMMs on a GPU may round their inputs to TF32 (10-bit mantissa,
+// f32 accumulation) for the tensor cores: several times faster on Ampere and
+// Hopper, but results then differ from the CPU's by ~1e-3 relative instead of
+// rounding. Off unless a recipe sets train.tf32; the CPU's GEMMs ignore it.
+// Process-wide; set once at start-up, before the first GEMM.
+void set_f32_matmul_tf32(bool on);
+bool f32_matmul_tf32();
+
 }  // namespace cmha::backend

@@ -55,6 +55,15 @@ Tensor Tensor::to(Device target) const {
   return out;
 }
 
+Tensor Tensor::pinned() const {
+  CMHA_CHECK(device().is_cpu(), "pinned(): " + describe() + " is not on the CPU");
+  Tensor out = Tensor::empty_pinned(shape(), dtype());
+  out.copy_(*this);
+  return out;
+}
+
+bool Tensor::is_pinned() const { return impl().storage && impl().storage->pinned(); }
+
 void Tensor::move_to_(Device target) {
   if (target == device() && is_contiguous()) return;
   const Tensor moved = contiguous().to(target);

@@ -85,7 +85,7 @@ ImageBatch ImageLoader::build_batch(int64_t index) const {
     if (C == 0) {
       // The first good image fixes the channel count; samples go straight into the batch.
       C = im.channels;
-      batch.images = Tensor::empty({end - begin, C, S, S});
+      batch.images = opt_.pin_memory ? Tensor::empty_pinned({end - begin, C, S, S}) : Tensor::empty({end - begin, C, S, S});
       dst = batch.images.data<float>();
     }
     CMHA_CHECK(im.channels == C, dataset_->describe(slot.sample) + ": " + std::to_string(im.channels) +

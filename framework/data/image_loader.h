@@ -54,6 +54,7 @@ struct ImageLoaderOptions {
   int workers = 2;              // decoding threads; 0 = in the thread that calls next()
   int prefetch = 0;             // batches ready or in flight; 0 = 2 × workers
   bool skip_bad_images = false;
+  bool pin_memory = false;      // images in page-locked memory (Tensor::empty_pinned): for a GPU
   ImageTransformOptions transform;
   MixupOptions mixup;           // training only; off unless mixup_alpha or cutmix_alpha > 0
 };

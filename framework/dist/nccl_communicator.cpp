@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -210,6 +211,7 @@ void NcclCommunicator::barrier() {
 void NcclCommunicator::abort(int code) {
   if (state_->comm) nccl().comm_abort(state_->comm);
   host_->abort(code);
+  std::abort();  // unreached: host_->abort does not return (the compiler cannot see that through the pointer)
 }
 
 }  // namespace cmha::dist

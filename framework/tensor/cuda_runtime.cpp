@@ -4,9 +4,15 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <set>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -55,12 +61,17 @@ class DeviceGuard {
   int prev_ = 0;
 };
 
-// What cmha keeps per device: its stream, its pool and the pool's counters.
+// What cmha keeps per device: its streams, its pool and the pool's counters.
 struct DeviceState {
   std::once_flag once;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;       // every kernel, allocation and free
+  cudaStream_t copy_stream = nullptr;   // copies ahead (CopyAheadScope), beside the compute stream
+  cudaEvent_t compute_point = nullptr;  // where a copy ahead enters the compute stream's order
+  cudaEvent_t ahead_done = nullptr;     // after the last copy ahead (the copy stream runs in order)
+  std::set<const void*> ahead_unawaited;  // destinations of copies ahead not yet awaited
   cudaMemPool_t pool = nullptr;
-  std::mutex mutex;  // guards the counters
+  std::mutex copy_mutex;  // guards the copy-ahead fields
+  std::mutex mutex;       // guards the counters
   size_t last_reserved = 0;
   size_t peak_reserved = 0;
   uint64_t growths = 0;
@@ -78,6 +89,9 @@ DeviceState& state(int device, const std::string& what) {
   std::call_once(s.once, [&] {
     DeviceGuard guard(device, what);
     check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", what);
+    check(cudaStreamCreateWithFlags(&s.copy_stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", what);
+    check(cudaEventCreateWithFlags(&s.compute_point, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
+    check(cudaEventCreateWithFlags(&s.ahead_done, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
     check(cudaDeviceGetDefaultMemPool(&s.pool, device), "cudaDeviceGetDefaultMemPool", what);
     // Keep freed memory in the pool for the next step instead of handing it
     // back to the driver at every synchronisation.
@@ -97,7 +111,141 @@ size_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   return static_cast<size_t>(value);
 }
 
+// Page-locked host blocks by base address, live or cached. A block's `reads`
+// are the events of the copies that read it, one per device (a copy stream
+// runs in order, so its last event covers the earlier copies).
+struct PinnedBlock {
+  size_t size = 0;
+  bool in_use = true;
+  std::vector<std::pair<int, cudaEvent_t>> reads;
+};
+
+struct PinnedPool {
+  std::mutex mutex;
+  std::map<uintptr_t, PinnedBlock> blocks;
+  std::multimap<size_t, uintptr_t> free_by_size;
+  size_t cached_bytes = 0;
+};
+
+PinnedPool& pinned_pool() {
+  static PinnedPool* pool = new PinnedPool;  // never destroyed, like the device states
+  return *pool;
+}
+
+size_t pinned_cache_cap() {
+  static const size_t cap = [] {
+    const char* v = std::getenv("CMHA_PINNED_CACHE_MB");
+    char* end = nullptr;
+    const long long mb = v ? std::strtoll(v, &end, 10) : 2048;
+    return static_cast<size_t>(v && (end == v || *end || mb < 0) ? 2048 : mb) << 20;
+  }();
+  return cap;
+}
+
+// True once every copy that read the block has finished.
+bool reads_done(const PinnedBlock& b) {
+  for (const auto& [device, event] : b.reads) {
+    const cudaError_t err = cudaEventQuery(event);
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) cudaGetLastError();  // a failed copy: the stream's next call reports it
+  }
+  return true;
+}
+
+// Frees cached blocks whose copies are done, largest first, until the cache
+// holds at most `keep` bytes. Called with the pool's mutex held.
+void trim_pinned(PinnedPool& pool, size_t keep) {
+  for (auto it = pool.free_by_size.end(); pool.cached_bytes > keep && it != pool.free_by_size.begin();) {
+    --it;
+    auto block = pool.blocks.find(it->second);
+    if (!reads_done(block->second)) continue;
+    for (const auto& [device, event] : block->second.reads) cudaEventDestroy(event);
+    cudaFreeHost(reinterpret_cast<void*>(block->first));
+    pool.cached_bytes -= block->second.size;
+    pool.blocks.erase(block);
+    it = pool.free_by_size.erase(it);
+  }
+}
+
+// The live block holding p, or nullptr. Called with the pool's mutex held.
+PinnedBlock* pinned_block_of(PinnedPool& pool, const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = pool.blocks.upper_bound(at);
+  if (it == pool.blocks.begin()) return nullptr;
+  --it;
+  if (!it->second.in_use || at >= it->first + it->second.size) return nullptr;
+  return &it->second;
+}
+
+// Records, on `stream`, the end of a copy of device `device` that reads the
+// pinned block holding p, and returns the event.
+cudaEvent_t record_pinned_read(const void* p, int device, cudaStream_t stream, const std::string& what) {
+  PinnedPool& pool = pinned_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  PinnedBlock* b = pinned_block_of(pool, p);
+  if (!b) throw Error(what + ": the pinned source block was freed during the copy");
+  cudaEvent_t* event = nullptr;
+  for (auto& [d, e] : b->reads)
+    if (d == device) event = &e;
+  if (!event) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
+    b->reads.emplace_back(device, e);
+    event = &b->reads.back().second;
+  }
+  check(cudaEventRecord(*event, stream), "cudaEventRecord", what);
+  return *event;
+}
+
 }  // namespace
+
+void* cuda_host_alloc(size_t nbytes) {
+  PinnedPool& pool = pinned_pool();
+  if (nbytes == 0) nbytes = 1;
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  // The smallest cached block that fits and is at most twice the size, whose copies are done.
+  for (auto it = pool.free_by_size.lower_bound(nbytes); it != pool.free_by_size.end() && it->first / 2 <= nbytes;
+       ++it) {
+    PinnedBlock& b = pool.blocks.at(it->second);
+    if (!reads_done(b)) continue;
+    b.in_use = true;
+    pool.cached_bytes -= b.size;
+    void* p = reinterpret_cast<void*>(it->second);
+    pool.free_by_size.erase(it);
+    return p;
+  }
+  void* p = nullptr;
+  cudaError_t err = cudaHostAlloc(&p, nbytes, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    trim_pinned(pool, 0);  // give the cached blocks back and try once more
+    err = cudaHostAlloc(&p, nbytes, cudaHostAllocPortable);
+  }
+  check(err, "cudaHostAlloc", "cannot page-lock " + mib(nbytes) + " of host memory for copies to the GPU");
+  pool.blocks[reinterpret_cast<uintptr_t>(p)].size = nbytes;
+  return p;
+}
+
+void cuda_host_free(void* p) {
+  if (!p) return;
+  PinnedPool& pool = pinned_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  auto it = pool.blocks.find(reinterpret_cast<uintptr_t>(p));
+  if (it == pool.blocks.end() || !it->second.in_use) {
+    std::fprintf(stderr, "cmha: warning: cuda_host_free of a pointer that is not a live pinned block\n");
+    return;
+  }
+  it->second.in_use = false;
+  pool.free_by_size.emplace(it->second.size, it->first);
+  pool.cached_bytes += it->second.size;
+  trim_pinned(pool, pinned_cache_cap());
+}
+
+bool cuda_host_pinned(const void* p) {
+  PinnedPool& pool = pinned_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  return pinned_block_of(pool, p) != nullptr;
+}
 
 void cuda_check(int status, const char* call, const std::string& what) {
   check(static_cast<cudaError_t>(status), call, what);
@@ -172,7 +320,13 @@ void cuda_free(void* p, int device) {
   cudaError_t err = cudaSuccess;
   try {
     DeviceState& s = state(device, "cannot free on cuda:" + std::to_string(device));
-    err = cudaFreeAsync(p, s.stream);
+    {
+      // A copy ahead dropped before anyone awaited it: the free (and the
+      // block's next owner) comes after the copy.
+      std::lock_guard<std::mutex> lock(s.copy_mutex);
+      if (s.ahead_unawaited.erase(p)) err = cudaStreamWaitEvent(s.stream, s.ahead_done, 0);
+    }
+    if (err == cudaSuccess) err = cudaFreeAsync(p, s.stream);
   } catch (const Error& e) {
     std::fprintf(stderr, "cmha: warning: %s\n", e.what());
     return;
@@ -188,6 +342,27 @@ void cuda_copy_to_device(void* dst, const void* src, size_t nbytes, int device) 
   if (nbytes == 0) return;
   const std::string what = "cannot copy " + mib(nbytes) + " to cuda:" + std::to_string(device);
   DeviceState& s = state(device, what);
+  if (cuda_host_pinned(src)) {
+    DeviceGuard guard(device, what);
+    if (copying_ahead()) {
+      // On the copy stream, after what the compute stream has queued (dst is
+      // a block it has just allocated) and beside what it queues next, which
+      // waits for it only from cuda_await_copies_ahead on.
+      std::lock_guard<std::mutex> lock(s.copy_mutex);
+      check(cudaEventRecord(s.compute_point, s.stream), "cudaEventRecord", what);
+      check(cudaStreamWaitEvent(s.copy_stream, s.compute_point, 0), "cudaStreamWaitEvent", what);
+      check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s.copy_stream), "cudaMemcpyAsync", what);
+      record_pinned_read(src, device, s.copy_stream, what);
+      check(cudaEventRecord(s.ahead_done, s.copy_stream), "cudaEventRecord", what);
+      s.ahead_unawaited.insert(dst);
+      return;
+    }
+    // In the compute stream's order; the host goes on at once, and the block
+    // is not handed out again before the copy has read it.
+    check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s.stream), "cudaMemcpyAsync", what);
+    record_pinned_read(src, device, s.stream, what);
+    return;
+  }
   // From pageable memory the call returns once the bytes are staged, so the
   // caller may free or overwrite `src` right away.
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, s.stream), "cudaMemcpyAsync", what);
@@ -199,6 +374,16 @@ void cuda_copy_to_host(void* dst, const void* src, size_t nbytes, int device) {
   DeviceState& s = state(device, what);
   check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, s.stream), "cudaMemcpyAsync", what);
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize", what + " (an earlier kernel failed)");
+}
+
+void cuda_await_copies_ahead(int device) {
+  const std::string what = "cannot wait for the copies ahead to cuda:" + std::to_string(device);
+  DeviceState& s = state(device, what);
+  std::lock_guard<std::mutex> lock(s.copy_mutex);
+  if (s.ahead_unawaited.empty()) return;
+  DeviceGuard guard(device, what);
+  check(cudaStreamWaitEvent(s.stream, s.ahead_done, 0), "cudaStreamWaitEvent", what);
+  s.ahead_unawaited.clear();
 }
 
 void cuda_synchronize(int device, const std::string& what) {

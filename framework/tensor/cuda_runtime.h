@@ -52,13 +52,34 @@ void cuda_free(void* p, int device);
 
 // Copies nbytes between host and device memory (either way, or device to
 // device), ordered on the device's stream. A copy to the host waits for it
-// (the host reads the bytes next); a copy from the host returns once the
-// source may be reused.
+// (the host reads the bytes next). A copy from pageable host memory returns
+// once the source may be reused (the driver stages it, which for a large
+// block means waiting for the stream to reach the copy). A copy from pinned
+// memory (cuda_host_alloc) does not make the host wait at all, and the pinned
+// block is not handed out again until the copy has read it. Inside a
+// CopyAheadScope (tensor/device.h) a copy from pinned memory runs on the
+// device's copy stream instead: after the compute stream's work queued so
+// far, beside the work queued next, which waits for it only from
+// cuda_await_copies_ahead on; freeing its destination before then waits
+// for it.
 void cuda_copy_to_device(void* dst, const void* src, size_t nbytes, int device);
 void cuda_copy_to_host(void* dst, const void* src, size_t nbytes, int device);
+// The compute stream's work queued from here on waits for every copy ahead so far.
+void cuda_await_copies_ahead(int device);
 // Waits until every operation queued on the device's stream has finished;
 // a failed kernel's error is reported here, naming `what`.
 void cuda_synchronize(int device, const std::string& what);
+
+// Page-locked host memory for batches on their way to a GPU (the data
+// loaders fill it, cuda_copy_to_device sends it without waiting). Freed
+// blocks are cached by size (a block is reused for a request of at least half
+// its size) once the copies that read them have finished; at most
+// CMHA_PINNED_CACHE_MB (default 2048) of them stay cached. A failed
+// page-locking is a cmha::Error naming the size.
+void* cuda_host_alloc(size_t nbytes);
+void cuda_host_free(void* p);
+// True when p points into a live block of cuda_host_alloc.
+bool cuda_host_pinned(const void* p);
 
 struct CudaMemoryStats {
   size_t reserved_bytes = 0;       // held by the pool (used or cached)

@@ -6,6 +6,9 @@
 #include <cstring>
 
 #include "tensor/error.h"
+#ifdef CMHA_WITH_CUDA
+#include "tensor/cuda_runtime.h"
+#endif
 
 namespace cmha {
 
@@ -59,6 +62,23 @@ EmulatedKernelScope::~EmulatedKernelScope() {
   if (counted_) open_kernels.fetch_sub(1, std::memory_order_relaxed);
 }
 bool inside_emulated_kernel() { return open_kernels.load(std::memory_order_relaxed) > 0; }
+
+namespace {
+thread_local bool copy_ahead_open = false;
+}  // namespace
+CopyAheadScope::CopyAheadScope() : outer_(!copy_ahead_open) { copy_ahead_open = true; }
+CopyAheadScope::~CopyAheadScope() {
+  if (outer_) copy_ahead_open = false;
+}
+bool copying_ahead() { return copy_ahead_open; }
+
+void await_copies_ahead(Device device) {
+#ifdef CMHA_WITH_CUDA
+  if (!device.is_cpu() && !cuda_emulated()) cuda_await_copies_ahead(device.index);
+#else
+  (void)device;
+#endif
+}
 
 #ifndef CMHA_WITH_CUDA
 int cuda_device_count() { return cuda_emulated() ? 1 : 0; }

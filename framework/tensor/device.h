@@ -48,4 +48,23 @@ class EmulatedKernelScope {
 };
 bool inside_emulated_kernel();
 
+// Copies ahead: while a CopyAheadScope is open on a thread, its copies from
+// page-locked memory to a GPU (Tensor::pinned().to(cuda)) run beside the work
+// the GPU has queued, and the GPU's later work does not wait for them until
+// await_copies_ahead(device), which their consumer calls before it first uses
+// them; dropping one unused is safe. What a task uses to send the next batch
+// while the GPU runs this step. No effect on the CPU or the emulated GPU.
+class CopyAheadScope {
+ public:
+  CopyAheadScope();
+  ~CopyAheadScope();
+  CopyAheadScope(const CopyAheadScope&) = delete;
+  CopyAheadScope& operator=(const CopyAheadScope&) = delete;
+
+ private:
+  bool outer_;
+};
+bool copying_ahead();
+void await_copies_ahead(Device device);
+
 }  // namespace cmha

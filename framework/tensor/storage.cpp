@@ -153,8 +153,26 @@ std::shared_ptr<Storage> Storage::borrowed(void* data, size_t nbytes, Device dev
   return std::shared_ptr<Storage>(new Storage(Borrow{}, data, nbytes, device));
 }
 
+std::shared_ptr<Storage> Storage::pinned_host(size_t nbytes) {
+#ifdef CMHA_WITH_CUDA
+  if (!cuda_emulated() && cuda_device_count() > 0) {
+    auto s = std::shared_ptr<Storage>(new Storage(Borrow{}, cuda_host_alloc(nbytes), nbytes, Device::cpu()));
+    s->owned_ = true;
+    s->pinned_ = true;
+    return s;
+  }
+#endif
+  return std::make_shared<Storage>(nbytes, Device::cpu());
+}
+
 Storage::~Storage() {
   if (!data_ || !owned_) return;
+#ifdef CMHA_WITH_CUDA
+  if (pinned_) {
+    cuda_host_free(data_);
+    return;
+  }
+#endif
   if (host_) {
     if (!give_cached(data_, capacity_)) std::free(data_);
     return;

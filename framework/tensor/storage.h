@@ -26,6 +26,10 @@ class Storage {
  public:
   static constexpr size_t kAlignment = 64;
   Storage(size_t nbytes, Device device);
+  // A CPU block in page-locked memory (cuda_host_alloc) when a real GPU is
+  // present, so that a copy of it to the GPU does not make the host wait;
+  // an ordinary CPU block otherwise (no CUDA build, no GPU, emulated GPU).
+  static std::shared_ptr<Storage> pinned_host(size_t nbytes);
   // Memory owned elsewhere (another library's buffer, a device pointer):
   // viewed, never freed. The owner keeps it alive while tensors view it.
   static std::shared_ptr<Storage> borrowed(void* data, size_t nbytes, Device device);
@@ -38,6 +42,7 @@ class Storage {
   Device device() const { return device_; }
   // Host memory: a CPU block, or a block of the emulated CUDA device (device.h).
   bool on_host() const { return host_; }
+  bool pinned() const { return pinned_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -47,6 +52,7 @@ class Storage {
   size_t capacity_ = 0;  // CPU: the block's real size (a cached block may be larger than asked)
   bool owned_ = true;
   bool host_ = true;
+  bool pinned_ = false;
   Device device_;
   std::atomic<uint64_t> version_{0};  // relaxed: a count, ordered by whatever orders the writes
 };

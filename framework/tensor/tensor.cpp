@@ -63,15 +63,31 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 
 // ---------------------------------------------------------------- factories
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape)
-    CMHA_CHECK(d >= 0, "cannot create a tensor of shape " + shape_str(shape) + ": negative size");
+namespace {
+Tensor contiguous_over(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  impl->storage = std::move(storage);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+void check_sizes(const Shape& shape) {
+  for (int64_t d : shape)
+    CMHA_CHECK(d >= 0, "cannot create a tensor of shape " + shape_str(shape) + ": negative size");
+}
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  check_sizes(shape);
+  return contiguous_over(
+      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device), shape, dtype);
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
+  check_sizes(shape);
+  return contiguous_over(Storage::pinned_host(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype)), shape,
+                         dtype);
 }
 
 Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape) {

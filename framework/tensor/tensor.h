@@ -51,6 +51,9 @@ class Tensor {
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
                      Device device = Device::cpu());
+  // On the CPU, in page-locked memory when a GPU is present (Storage::pinned_host):
+  // what a data loader fills with a batch that goes to the GPU next.
+  static Tensor empty_pinned(const Shape& shape, DType dtype = DType::f32);
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
   static Tensor from_vector_i64(const std::vector<int64_t>& values, const Shape& shape);
   static Tensor from_vector_i32(const std::vector<int32_t>& values, const Shape& shape);
@@ -98,6 +101,10 @@ class Tensor {
   Tensor clone() const;               // autograd-aware deep copy
   Tensor to(DType dtype) const;       // autograd-aware between floating types
   Tensor to(Device device) const;     // copy to another device
+  // A contiguous copy of this CPU tensor in page-locked memory when a GPU is
+  // present (empty_pinned), whose copy to the GPU then does not make the host wait.
+  Tensor pinned() const;
+  bool is_pinned() const;
   // Moves this tensor's values to `device` in place: every handle of it
   // (a layer's member, the module's list, a tied parameter) then sees a
   // contiguous tensor there, with its autograd meta and name kept. For

@@ -10,6 +10,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/matmul.h"
 #include "backend/profile.h"
 #include "tensor/storage.h"
 #include "nn/transformer.h"
@@ -154,6 +155,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   r.target_tokens = bench.units_per_rank * comm.size();
   std::vector<double> exchange_ms;
   const bool bf16 = recipe.boolean("train.bf16");
+  backend::set_f32_matmul_tf32(recipe.boolean("train.tf32"));
   double timed_seconds = 0;
   DeviceMemory at_warmup_end;
   for (int i = 0; i < warmup + steps; ++i) {

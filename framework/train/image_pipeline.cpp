@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tensor/error.h"
+#include "train/device.h"
 
 namespace cmha::train {
 
@@ -69,6 +70,7 @@ data::ImageLoaderOptions image_loader_options(const Recipe& r, bool training) {
   o.workers = static_cast<int>(r.integer("data.workers"));
   o.prefetch = static_cast<int>(r.integer("data.prefetch"));
   o.skip_bad_images = r.boolean("data.skip_bad_images");
+  o.pin_memory = !recipe_device(r).is_cpu();  // batches bound for a GPU
 
   data::ImageTransformOptions& t = o.transform;
   t.image_size = r.integer("model.image_size");

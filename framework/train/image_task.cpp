@@ -38,21 +38,52 @@ ImageClassificationTask::ImageClassificationTask(const Recipe& r, Generator& ini
   model_->to(device_);
 }
 
+void ImageClassificationTask::start_epoch(int64_t epoch) {
+  ahead_.reset();
+  train_->start_epoch(epoch);
+}
+
+bool ImageClassificationTask::has_next_batch() const {
+  return ahead_.has_value() || train_->batch_index() < train_->batches_per_epoch();
+}
+
+ImageClassificationTask::BatchAhead ImageClassificationTask::take_training_batch() {
+  BatchAhead b;
+  b.loader_state = train_->state();
+  CMHA_CHECK(train_->next(b.host), "image task: the epoch has no batch left (the trainer asked past its end)");
+  // From the loader's page-locked memory on a GPU: the copies do not wait.
+  b.images = b.host.images.to(device_);
+  if (b.host.targets.defined()) b.targets = b.host.targets.pinned().to(device_);
+  else b.labels = b.host.labels.pinned().to(device_);
+  return b;
+}
+
 BatchLoss ImageClassificationTask::next_batch_loss() {
-  data::ImageBatch b;
-  CMHA_CHECK(train_->next(b), "image task: the epoch has no batch left (the trainer asked past its end)");
+  const bool was_ahead = ahead_.has_value();
+  BatchAhead b = was_ahead ? std::move(*ahead_) : take_training_batch();
+  ahead_.reset();
+  if (was_ahead) await_copies_ahead(device_);
   model_->train();
-  Tensor logits = model_->forward(b.images.to(device_));  // [B, C, S, S] -> [B, classes]
+  Tensor logits = model_->forward(b.images);  // [B, C, S, S] -> [B, classes]
   BatchLoss out;
   // Mixed batches carry soft targets with the smoothing in them already.
-  out.loss_sum = b.targets.defined()
-                     ? soft_cross_entropy(logits, b.targets.to(device_), 0.0f, Reduction::sum)
-                     : cross_entropy(logits, b.labels.to(device_), label_smoothing_, -100, Reduction::sum);
-  out.units = b.labels.numel();
-  // Accuracy against the original labels (of the dominant image when mixed).
-  const auto pred = argmax(logits.detach(), 1).to_i64_vector();
-  const auto y = b.labels.to_i64_vector();
-  for (size_t i = 0; i < y.size(); ++i) out.correct += pred[i] == y[i];
+  out.loss_sum = b.targets.defined() ? soft_cross_entropy(logits, b.targets, 0.0f, Reduction::sum)
+                                     : cross_entropy(logits, b.labels, label_smoothing_, -100, Reduction::sum);
+  out.units = b.host.labels.numel();
+  // Accuracy against the original labels (of the dominant image when mixed),
+  // read after the backward pass is queued.
+  out.count_correct = [pred = argmax(logits.detach(), 1), y = b.host.labels] {
+    const auto p = pred.to_i64_vector();
+    const auto labels = y.to_i64_vector();
+    double correct = 0;
+    for (size_t i = 0; i < labels.size(); ++i) correct += p[i] == labels[i];
+    return correct;
+  };
+  // The forward pass is queued: take and send the next batch while the GPU runs it.
+  if (!device_.is_cpu() && train_->batch_index() < train_->batches_per_epoch()) {
+    CopyAheadScope ahead;
+    ahead_ = take_training_batch();
+  }
   return out;
 }
 
@@ -63,7 +94,7 @@ std::map<std::string, double> ImageClassificationTask::validate() {
 }
 
 nlohmann::json ImageClassificationTask::data_state() const {
-  nlohmann::json s = train_->state();
+  nlohmann::json s = ahead_ ? ahead_->loader_state : train_->state();
   s["world"] = world_;
   return s;
 }
@@ -75,6 +106,7 @@ void ImageClassificationTask::restore_data_state(const nlohmann::json& state) {
   const int64_t saved_world = s.value("world", int64_t{1});
   if (saved_world != world_) s["batch"] = s.at("batch").get<int64_t>() * saved_world / world_;
   s.erase("world");
+  ahead_.reset();
   train_->restore(s);
 }
 

@@ -4,6 +4,8 @@
 // mixup/CutMix) through the threaded loader. Mixed batches train against
 // their soft targets (label smoothing already folded in by the loader),
 // plain ones against their labels with train.label_smoothing.
+#include <optional>
+
 #include "data/image_loader.h"
 #include "eval/classification.h"
 #include "nn/vit.h"
@@ -20,8 +22,8 @@ class ImageClassificationTask : public Task {
   ImageClassificationTask(const Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
   nn::Module& model() override { return *model_; }
   const char* unit_name() const override { return "samples"; }
-  void start_epoch(int64_t epoch) override { train_->start_epoch(epoch); }
-  bool has_next_batch() const override { return train_->batch_index() < train_->batches_per_epoch(); }
+  void start_epoch(int64_t epoch) override;
+  bool has_next_batch() const override;
   BatchLoss next_batch_loss() override;
   int64_t batches_per_epoch() const override { return train_->batches_per_epoch(); }
   std::map<std::string, double> validate() override;
@@ -43,6 +45,16 @@ class ImageClassificationTask : public Task {
   std::unique_ptr<data::ImageLoader> train_, valid_;
   float label_smoothing_;
   int world_ = 1;
+  // On a GPU, the next training batch, taken from the loader and sent while
+  // the GPU runs the current one's forward pass; `loader_state` is the
+  // loader's state before it was taken (what a checkpoint saves).
+  struct BatchAhead {
+    nlohmann::json loader_state;
+    data::ImageBatch host;
+    Tensor images, targets, labels;  // on device_
+  };
+  std::optional<BatchAhead> ahead_;
+  BatchAhead take_training_batch();
 };
 
 }  // namespace cmha::train

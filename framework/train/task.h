@@ -2,6 +2,7 @@
 // What the trainer trains: a task owns the model and its data, and turns the
 // next micro-batch into a summed loss. The trainer owns everything else
 // (optimiser, schedule, accumulation, checkpoints, logs).
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,10 @@ struct BatchLoss {
   Tensor loss_sum;     // [] summed over the batch's units (the trainer divides by the global unit count)
   int64_t units = 0;   // target tokens or samples in this micro-batch
   double correct = 0;  // optional: correctly predicted units (top-1 accuracy)
+  // Optional, added to `correct`: counts them from the predictions once the
+  // trainer has queued the backward pass, so that reading the predictions
+  // of a GPU batch does not make the host wait between forward and backward.
+  std::function<double()> count_correct;
 };
 
 class Task {

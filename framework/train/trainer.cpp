@@ -12,6 +12,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/matmul.h"
 #include "backend/profile.h"
 #include "nn/attention/registry.h"
 #include "optim/clip.h"
@@ -130,6 +131,7 @@ struct Trainer::Impl {
     best_metric = r.string("train.best_metric");
     maximize = r.string("train.best_mode") == "max";
     bf16 = r.boolean("train.bf16");
+    backend::set_f32_matmul_tf32(r.boolean("train.tf32"));
 
     for (auto& [name, p] : task.model().named_parameters()) {
       p.set_name(name);
@@ -417,7 +419,7 @@ TrainSummary Trainer::run() {
       b.loss_sum.backward();
       loss += b.loss_sum.item();
       units += static_cast<double>(b.units);
-      correct += b.correct;
+      correct += b.correct + (b.count_correct ? b.count_correct() : 0.0);
     }
     // Sum gradients and counts over ranks, then average by the global unit count,
     // so the update equals one process with the whole batch. A stop request on

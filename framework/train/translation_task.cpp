@@ -234,15 +234,27 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
 }
 
 namespace {
-// The batch's tensors on `device` (ids, masks); the CPU batch keeps the host copy.
+// The batch's tensors on `device` (ids, masks); the CPU batch keeps the host
+// copy. They go through page-locked memory, so the copies do not make the
+// host wait for the GPU.
 data::TranslationBatch on_device(const data::TranslationBatch& b, Device device) {
   if (device.is_cpu()) return b;
   data::TranslationBatch d = b;
-  d.src = b.src.to(device);
-  d.src_pad = b.src_pad.to(device);
-  d.tgt_in = b.tgt_in.to(device);
-  d.tgt_out = b.tgt_out.to(device);
+  d.src = b.src.pinned().to(device);
+  d.src_pad = b.src_pad.pinned().to(device);
+  d.tgt_in = b.tgt_in.pinned().to(device);
+  d.tgt_out = b.tgt_out.pinned().to(device);
   return d;
+}
+
+// Correct top-1 predictions over the non-padding targets. pred [N] (any
+// device), targets [N] host i64.
+double count_correct(const Tensor& pred, const Tensor& targets) {
+  const auto p = pred.to_i64_vector();
+  const int64_t* y = targets.data<int64_t>();
+  double correct = 0;
+  for (size_t i = 0; i < p.size(); ++i) correct += y[i] != data::SentencePieceVocab::kPad && p[i] == y[i];
+  return correct;
 }
 }  // namespace
 
@@ -250,14 +262,28 @@ void TranslationTask::start_epoch(int64_t epoch) {
   if (epoch != epoch_) batches_ = train_batcher_->epoch_batches(epoch);
   epoch_ = epoch;
   position_ = 0;
+  ahead_.reset();
+}
+
+TranslationTask::BatchAhead TranslationTask::make_training_batch(int64_t position) const {
+  BatchAhead b;
+  b.epoch = epoch_;
+  b.position = position;
+  b.host = data::make_batch(train_src_, train_tgt_, batches_[static_cast<size_t>(position)],
+                            data::SentencePieceVocab::kPad, data::SentencePieceVocab::kBos,
+                            data::SentencePieceVocab::kEos);
+  b.device = on_device(b.host, device_);
+  return b;
 }
 
 BatchLoss TranslationTask::next_batch_loss() {
   CMHA_CHECK(has_next_batch(), "TranslationTask: no batch left in epoch " + std::to_string(epoch_));
-  const data::Batch& idx = batches_[position_++];
-  const data::TranslationBatch host = data::make_batch(train_src_, train_tgt_, idx, data::SentencePieceVocab::kPad,
-                                                       data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
-  const data::TranslationBatch b = on_device(host, device_);
+  const int64_t at = position_++;
+  const bool was_ahead = ahead_ && ahead_->epoch == epoch_ && ahead_->position == at;
+  const BatchAhead batch = was_ahead ? std::move(*ahead_) : make_training_batch(at);
+  ahead_.reset();
+  if (was_ahead) await_copies_ahead(device_);
+  const data::TranslationBatch& b = batch.device;
   model_->train();
   Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);  // [B, T, V]
   const int64_t V = logits.size(2);
@@ -266,9 +292,15 @@ BatchLoss TranslationTask::next_batch_loss() {
   BatchLoss out;
   out.loss_sum = cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum);
   out.units = b.tgt_tokens;
-  const auto pred = argmax(flat.detach(), 1).to_i64_vector();
-  const int64_t* y = host.tgt_out.data<int64_t>();  // [B·T], row-major like target
-  for (size_t i = 0; i < pred.size(); ++i) out.correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
+  // [B·T] predictions, read after the backward pass is queued.
+  out.count_correct = [pred = argmax(flat.detach(), 1), y = batch.host.tgt_out.reshape({-1})] {
+    return count_correct(pred, y);
+  };
+  // The forward pass is queued: make and send the next batch while the GPU runs it.
+  if (!device_.is_cpu() && has_next_batch()) {
+    CopyAheadScope ahead;
+    ahead_ = make_training_batch(position_);
+  }
   return out;
 }
 
@@ -289,9 +321,7 @@ std::map<std::string, double> TranslationTask::validate() {
                 ? cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum).item()
                 : 0.0;
     tokens += static_cast<double>(b.tgt_tokens);
-    const auto pred = argmax(flat, 1).to_i64_vector();
-    const int64_t* y = host.tgt_out.data<int64_t>();
-    for (size_t i = 0; i < pred.size(); ++i) correct += y[i] != data::SentencePieceVocab::kPad && pred[i] == y[i];
+    correct += count_correct(argmax(flat, 1), host.tgt_out.reshape({-1}));
   }
   if (label_smoothing_ <= 0) loss = nll;
   const double n = std::max(tokens, 1.0);
@@ -385,6 +415,7 @@ void TranslationTask::restore_data_state(const nlohmann::json& s) {
                  static_cast<long long>(epoch_), static_cast<long long>(s.at("batches").get<int64_t>()),
                  batches_.size());
   position_ = std::min<int64_t>(position, static_cast<int64_t>(batches_.size()));
+  ahead_.reset();
 }
 
 }  // namespace cmha::train

@@ -8,6 +8,7 @@
 // about data.max_tokens tokens (data/token_batches.h); the loss is the
 // label-smoothed cross-entropy summed over the non-padding target tokens.
 #include <memory>
+#include <optional>
 
 #include "data/sentencepiece_vocab.h"
 #include "data/token_batches.h"
@@ -72,6 +73,14 @@ class TranslationTask : public Task {
   bool encoded_ = false;
   int64_t epoch_ = -1, position_ = 0;
   std::vector<data::Batch> batches_;  // this rank's batches of epoch_
+  // On a GPU, the next training batch, made and sent while the GPU runs the
+  // current one's forward pass (the copy from pinned memory does not wait).
+  struct BatchAhead {
+    int64_t epoch = -1, position = -1;
+    data::TranslationBatch host, device;
+  };
+  std::optional<BatchAhead> ahead_;
+  BatchAhead make_training_batch(int64_t position) const;
 };
 
 }  // namespace cmha::train

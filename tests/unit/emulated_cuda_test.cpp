@@ -106,5 +106,41 @@ TEST(EmulatedCuda, VitTrainsAsOnTheCpu) {
             test::checkpoint_hash(dir + "/cpu/checkpoint_8.safetensors"));
 }
 
+// On a GPU each task makes and sends the next batch while the step runs; a
+// checkpoint taken with a batch ahead must resume at that batch, not after it.
+// 6 updates in one go == 3, stop, resume, 3 more, bit for bit, on the GPU.
+void expect_resume_with_a_batch_ahead_continues(const std::string& args, const std::string& dir) {
+  setenv("CMHA_EMULATE_CUDA", "1", 1);
+  const auto full = test::run_cmha("train " + args + " train.device=cuda train.save_dir=" + dir + "/full train.max_updates=6");
+  const auto first = test::run_cmha("train " + args + " train.device=cuda train.save_dir=" + dir + "/split train.max_updates=3");
+  const auto second =
+      test::run_cmha("train --resume " + args + " train.device=cuda train.save_dir=" + dir + "/split train.max_updates=6");
+  unsetenv("CMHA_EMULATE_CUDA");
+  ASSERT_EQ(full.code, 0) << full.output;
+  ASSERT_EQ(first.code, 0) << first.output;
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_TRUE(has(second.output, "resumed from")) << second.output;
+  EXPECT_EQ(test::checkpoint_hash(dir + "/split/checkpoint_6.safetensors"),
+            test::checkpoint_hash(dir + "/full/checkpoint_6.safetensors"));
+}
+
+TEST(EmulatedCuda, VitResumesWithABatchAheadBitIdentically) {
+  const std::string dir = test::temp_dir("emulated_cuda_vit_resume");
+  test::write_tiny_fashion_mnist(dir, 96, 16);  // 6 batches of 16: update 3 ends mid-epoch
+  expect_resume_with_a_batch_ahead_continues(
+      test::tiny_run(dir, dir + "/unused") + " lr.total=6 train.max_epochs=0 train.log_every=1000 train.save_every=3", dir);
+}
+
+TEST(EmulatedCuda, TranslationResumesWithABatchAheadBitIdentically) {
+  const std::string dir = test::toy_dir("emulated_cuda_resume");
+  expect_resume_with_a_batch_ahead_continues(
+      std::string(CMHA_SOURCE_DIR) + "/recipes/local/en_de_transformer_small.yaml data.train_prefix=" + dir +
+          "/train data.valid_prefix=" + dir + "/valid data.test_prefix=" + dir +
+          "/valid model.vocab_size=100 eval.valid_bleu=false eval.beam=1 data.max_tokens=256 data.spm_sample_sentences=1000 train.update_freq=1 "
+          "train.save_every=3 train.validate_every=1000 train.log_every=1000 lr.warmup=2 lr.total=6 "
+          "model.d_model=32 model.ffn_dim=64 model.encoder_layers=1 model.decoder_layers=1 model.attention.key_dim=16",
+      dir);
+}
+
 }  // namespace
 }  // namespace cmha

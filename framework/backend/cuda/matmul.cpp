@@ -6,7 +6,8 @@
 // cᵀ = bᵀ·aᵀ: cuBLASLt's "A" is our b, its "B" our a, its m = N, n = M.
 //
 // f32 runs with CUBLAS_COMPUTE_32F: no TF32, so results compare with the CPU's
-// f32 GEMM to rounding. bf16 inputs accumulate in f32 and write f32 or bf16.
+// f32 GEMM to rounding; with train.tf32 (backend::f32_matmul_tf32) it runs
+// with CUBLAS_COMPUTE_32F_FAST_TF32 instead. bf16 inputs accumulate in f32 and write f32 or bf16.
 // The bias is cuBLASLt's epilogue (added to every row of c). Algorithms come
 // from cuBLASLt's heuristic once per geometry and are cached with their
 // descriptors; the workspace (32 MiB, what cuBLAS asks for on Hopper) is
@@ -80,7 +81,7 @@ uint32_t alignment_of(const void* p) {
 
 // Everything that selects descriptors and an algorithm.
 struct GeometryKey {
-  std::array<int64_t, 20> v{};
+  std::array<int64_t, 21> v{};
   bool operator==(const GeometryKey& o) const { return v == o.v; }
 };
 struct GeometryHash {
@@ -200,6 +201,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
   const cudaDataType_t ta = cuda_type(a.dtype()), tc = cuda_type(c.dtype());
   CMHA_CHECK(a.dtype() == b.dtype(), what + ": a and b must have one dtype");
 
+  // TF32 only where both inputs are f32 (bf16 inputs already use the tensor cores).
+  const bool tf32 = a.dtype() == DType::f32 && backend::f32_matmul_tf32();
   DeviceContext& ctx = context(dev.index);
   std::lock_guard<std::mutex> lock(ctx.mutex);
   GeometryKey key;
@@ -207,10 +210,10 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
            static_cast<int64_t>(A.cols), A.ld, B.transpose, static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols),
            B.ld, N, M, inner_count, inner_stride[0], inner_stride[1], inner_stride[2], bias.defined(),
            alignment_of(a.raw_data()) * 1000 + alignment_of(b.raw_data()), alignment_of(c.raw_data()),
-           bias.defined() ? alignment_of(bias.raw_data()) : 0};
+           bias.defined() ? alignment_of(bias.raw_data()) : 0, tf32};
   const std::shared_ptr<Plan> plan = ctx.plans.get_or_make(key, [&] {
     auto p = std::make_shared<Plan>();
-    check_cublas(lt.matmul_desc_create(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+    check_cublas(lt.matmul_desc_create(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
     const cublasOperation_t opa = A.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, opb = B.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     check_cublas(lt.matmul_desc_set(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "cublasLtMatmulDescSetAttribute", what);
     check_cublas(lt.matmul_desc_set(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "cublasLtMatmulDescSetAttribute", what);
