@@ -138,7 +138,7 @@ std::vector<OptionSpec> build() {
   add("train.log_every", T::integer, "50", "Write a metrics.jsonl row and a kept progress line every N updates", 1);
   add("train.tensorboard", T::boolean, "false", "Also write every metrics row as TensorBoard scalars (events.out.tfevents.* in the run directory; tensorboard --logdir RUN_DIR)");
   // Data parallelism (dist/launch.h, train/gradient_buckets.h)
-  choice("train.dist_backend", "auto", "Communicator: auto = single for one process, else nccl on GPUs and mpi on CPUs (nccl bootstraps over mpirun/srun's MPI)", {"auto", "single", "mpi", "nccl"});
+  choice("train.dist_backend", "auto", "Communicator: auto = single for one process, else nccl on GPUs, and on CPUs mpi under mpirun/srun and gloo under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); nccl bootstraps over MPI or Gloo's rendezvous the same way", {"auto", "single", "mpi", "gloo", "nccl"});
   add("train.dist_timeout_s", T::real, "600", "A GPU collective unfinished after this many seconds ends the job, naming the rank (a dead or hung peer)", 1, 1e7);
   add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass (the first holds 1 MiB, as in PyTorch DDP; a model smaller than 8 buckets gets eighths of itself, at least 1 MiB)", 1e-6, 1 << 20);
   add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");

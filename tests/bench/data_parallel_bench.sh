@@ -11,8 +11,12 @@
 #
 # key=value overrides go to every run (e.g. train.dist_bucket_mb=5).
 #
-# Needs build/cmha built with MPI (openmpi-bin, libopenmpi-dev). Take figures
-# with `uptime` load below 1: the two ranks need both cores of this machine.
+# The 2 ranks start under mpirun (the mpi backend), or with DP_LAUNCH=gloo
+# under torchrun-style variables (tests/mpi/torchrun_like.sh: the gloo
+# backend, whose communication thread progresses the exchange by itself).
+# Needs build/cmha built with MPI (openmpi-bin, libopenmpi-dev) or Gloo
+# (libgloo-dev). Take figures with `uptime` load below 1: the two ranks need
+# both cores of this machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=${1:-5}
@@ -22,6 +26,7 @@ shift $(( $# < 3 ? $# : 3 ))
 overrides=("$@")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # root in containers
 mpirun="mpirun -np 2 --oversubscribe --bind-to none"
+[ "${DP_LAUNCH:-mpi}" = gloo ] && mpirun="tests/mpi/torchrun_like.sh 2"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 # bench LAUNCHER [key=value...]: LAUNCHER is "" or the mpirun command line (split into words).

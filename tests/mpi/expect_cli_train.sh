@@ -1,6 +1,6 @@
 #!/bin/sh
-# usage: expect_cli_train.sh CMHA DIR MPIRUN...
-# `mpirun -np 2 cmha train` on the Fashion-MNIST ViT recipe shrunk to a few updates:
+# usage: [EXPECT_BACKEND=gloo] expect_cli_train.sh CMHA DIR LAUNCHER...
+# `mpirun -np 2 cmha train` (or another 2-process LAUNCHER) on the Fashion-MNIST ViT recipe shrunk to a few updates:
 # it must succeed with rank 0 alone writing, and its checkpoint must resume
 # on one process.
 set -u
@@ -19,8 +19,9 @@ recipe="$(cd "$(dirname "$0")/../.." && pwd)/recipes/local/fashion_mnist_vit.yam
 out=$(timeout 100 "$@" "$cmha" train "$recipe" $tiny 2>&1)
 rc=$?
 echo "$out"
-[ "$rc" -eq 0 ] || fail "mpirun cmha train exited $rc"
-echo "$out" | grep -q "data parallel: 2 ranks (mpi)" || fail "the run did not say it is data parallel"
+[ "$rc" -eq 0 ] || fail "$1 cmha train exited $rc"
+backend=${EXPECT_BACKEND:-mpi}
+echo "$out" | grep -q "data parallel: 2 ranks ($backend)" || fail "the run did not say it is data parallel over $backend"
 [ "$(echo "$out" | grep -c '^cmha train: .* run dir ')" -eq 1 ] || fail "expected rank 0 alone to print the start line"
 [ "$(echo "$out" | grep -c '^cmha train: [0-9]* updates')" -eq 1 ] || fail "expected rank 0 alone to print the end line"
 [ -f "$dir/checkpoint_3.safetensors" ] || fail "no checkpoint_3 in $dir"

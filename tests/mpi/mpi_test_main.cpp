@@ -1,9 +1,12 @@
-// The MPI test executable: GoogleTest on every rank of the world, or with
+// The data-parallel test executable: GoogleTest on every rank of the world
+// (MPI's under mpirun; Gloo's under tests/mpi/torchrun_like.sh with
+// CMHA_TEST_DIST_BACKEND=gloo), or with
 // --failure-drill DIR a training run whose rank 1 throws after 3 updates
 // (tests/mpi/expect_rank_failure.sh checks that the job ends, names the rank
 // and leaves a loadable checkpoint).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -38,7 +41,9 @@ dist::Communicator& world() { return *g_world; }
 
 int main(int argc, char** argv) {
   using namespace cmha;
-  mpitest::g_world = dist::make_communicator("mpi", dist::launch_from_environment());
+  // The same suites run under mpirun (mpi) and under torchrun-style variables (gloo).
+  const char* backend = std::getenv("CMHA_TEST_DIST_BACKEND");
+  mpitest::g_world = dist::make_communicator(backend ? backend : "mpi", dist::launch_from_environment());
   if (argc == 3 && std::strcmp(argv[1], "--failure-drill") == 0) return mpitest::failure_drill(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

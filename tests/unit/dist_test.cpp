@@ -141,8 +141,8 @@ TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
   const std::string single = error_of([&] { dist::make_communicator("single", two); });
   EXPECT_TRUE(contains(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
                                "train.dist_backend is single")) << single;
-  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("gloo", dist::Launch{}); }),
-                       "train.dist_backend must be auto, single, mpi or nccl, not 'gloo'"));
+  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("ring", dist::Launch{}); }),
+                       "train.dist_backend must be auto, single, mpi, gloo or nccl, not 'ring'"));
   EXPECT_TRUE(contains(error_of([] { dist::make_communicator("nccl", dist::Launch{}); }),
                        "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu"));
   // One GPU per rank: cuda:local_rank, or cuda:0 when the launcher shows each rank one GPU.

@@ -1,0 +1,201 @@
+// Jobs started without MPI (torchrun-style variables): the launcher's
+// variables, the TCP store the ranks meet at, and the Gloo communicator's
+// collectives and launch errors, with two ranks as two threads of this
+// process. (tests/mpi runs the data-parallel suites on two processes over
+// Gloo: ctest -L gloo.)
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "dist/launch.h"
+#include "dist/tcp_store.h"
+#include "support/check.h"
+#ifdef CMHA_WITH_GLOO
+#include "dist/gloo_communicator.h"
+#endif
+
+using namespace cmha;
+using test::error_of;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+dist::GetEnv env_of(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+// A port nobody listens on right now (the kernel's pick, released again).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+dist::Launch torchrun(int rank, int size, int port) {
+  return dist::launch_from_environment(env_of({{"RANK", std::to_string(rank)},
+                                               {"WORLD_SIZE", std::to_string(size)},
+                                               {"LOCAL_RANK", std::to_string(rank)},
+                                               {"MASTER_ADDR", "127.0.0.1"},
+                                               {"MASTER_PORT", std::to_string(port)}}));
+}
+
+}  // namespace
+
+TEST(Rendezvous, ReadsTorchrunVariablesAfterTheMpiLaunchers) {
+  dist::Launch l = torchrun(1, 4, 29500);
+  EXPECT_EQ(l.launcher, "torchrun");
+  EXPECT_EQ(l.size, 4);
+  EXPECT_EQ(l.rank, 1);
+  EXPECT_EQ(l.local_rank, 1);
+  EXPECT_EQ(l.master_addr, "127.0.0.1");
+  EXPECT_EQ(l.master_port, 29500);
+  EXPECT_FALSE(l.mpi_launcher());
+  // mpirun's variables win over a WORLD_SIZE left in the environment.
+  l = dist::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"WORLD_SIZE", "8"}}));
+  EXPECT_EQ(l.size, 2);
+  EXPECT_TRUE(l.mpi_launcher());
+  EXPECT_TRUE(contains(error_of([] { dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}})); }),
+                       "WORLD_SIZE is set but RANK is not"));
+  EXPECT_TRUE(contains(error_of([] {
+                         dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}}));
+                       }),
+                       "MASTER_PORT=70000 is not a TCP port"));
+  EXPECT_TRUE(contains(error_of([] {
+                         dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}}));
+                       }),
+                       "RANK=2 is not below WORLD_SIZE=2"));
+}
+
+TEST(Rendezvous, TheBackendFollowsTheLauncher) {
+  const dist::Launch two = torchrun(0, 2, 29500);
+  EXPECT_TRUE(contains(error_of([&] { dist::make_communicator("mpi", two); }),
+                       "torchrun started 2 processes (WORLD_SIZE=2) without MPI but train.dist_backend is mpi"));
+  dist::Launch no_master = two;
+  no_master.master_addr.clear();
+  const std::string e = error_of([&] { dist::make_communicator("auto", no_master); });
+  if (dist::gloo_built())
+    EXPECT_TRUE(contains(e, "rank 0 of 2 needs MASTER_ADDR and MASTER_PORT")) << e;
+  else
+    EXPECT_TRUE(contains(e, "built without it: install libgloo-dev")) << e;
+}
+
+TEST(Rendezvous, StoreSetsAndWaitsAcrossRanks) {
+  const int port = free_port();
+  dist::TcpStore server("127.0.0.1", port, true, 10s, "rank 0 of 2");
+  dist::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
+  server.set("a", "alpha");
+  EXPECT_EQ(client.get("a"), "alpha");
+  // A get waits for a set that comes later, from another rank.
+  auto later = std::async(std::launch::async, [&] { return server.get("b"); });
+  std::this_thread::sleep_for(50ms);
+  const std::string big(1 << 20, 'x');
+  client.set("b", big);
+  EXPECT_EQ(later.get(), big);
+  client.set("empty", "");
+  EXPECT_EQ(server.get("empty"), "");
+  // Garbage from a stranger drops the stranger, not the store.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const char junk[] = "Xjunkjunkjunk\xff\xff\xff\xff";
+  ASSERT_GT(send(fd, junk, sizeof junk, 0), 0);
+  char byte = 0;
+  EXPECT_EQ(recv(fd, &byte, 1, 0), 0);  // closed by the server
+  close(fd);
+  EXPECT_EQ(client.get("a"), "alpha");
+}
+
+TEST(Rendezvous, WaitsAreBoundedAndNamed) {
+  const int port = free_port();
+  // Nobody serves: the connect gives up after the timeout, naming the address.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string lost = error_of([&] { dist::TcpStore("127.0.0.1", port, false, 500ms, "rank 1 of 2"); });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_TRUE(contains(lost, "MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(port)) &&
+              contains(lost, "rank 1 of 2 could not reach rank 0") && contains(lost, "train.dist_timeout_s"))
+      << lost;
+  // A key nobody sets: the get gives up, naming the key and what its absence means.
+  dist::TcpStore alone("127.0.0.1", port, true, 300ms, "rank 0 of 2");
+  const std::string waited = error_of([&] { alone.get("cmha/x", "rank 1 has not joined"); });
+  EXPECT_TRUE(contains(waited, "waited 0.3 s for 'cmha/x' (rank 1 has not joined)")) << waited;
+  // The port is taken: a second server says so.
+  EXPECT_TRUE(contains(error_of([&] { dist::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
+                       "rank 0 cannot listen on port " + std::to_string(port)));
+}
+
+#ifdef CMHA_WITH_GLOO
+TEST(Rendezvous, GlooCollectivesOnTwoRanks) {
+  const int port = free_port();
+  auto rank = [&](int r) {
+    dist::GlooCommunicator c(torchrun(r, 2, port), 30);
+    EXPECT_EQ(c.rank(), r);
+    EXPECT_EQ(c.size(), 2);
+    EXPECT_EQ(c.local_size(), 2);  // one host
+    EXPECT_EQ(c.local_rank(), r);
+    std::vector<float> x = {1.0f + r, 10.0f * (r + 1), -0.5f};
+    c.all_reduce(x.data(), x.size(), dist::ReduceOp::sum);
+    EXPECT_EQ(x, (std::vector<float>{3.0f, 30.0f, -1.0f}));
+    std::vector<double> d = {1.0 + r, 4.0};
+    c.all_reduce(d.data(), d.size(), dist::ReduceOp::average);
+    EXPECT_EQ(d, (std::vector<double>{1.5, 4.0}));
+    std::vector<float> big(100003, static_cast<float>(r + 1));
+    auto pending = c.all_reduce_async(big.data(), big.size(), dist::ReduceOp::average);
+    std::vector<float> b = {r == 1 ? 7.0f : 0.0f, r == 1 ? 8.0f : 0.0f};
+    c.broadcast(b.data(), b.size(), 1);  // queued behind the all-reduce, on every rank
+    pending->wait();
+    EXPECT_EQ(big[100002], 1.5f);
+    EXPECT_EQ(b, (std::vector<float>{7.0f, 8.0f}));
+    const float mine[2] = {static_cast<float>(r), static_cast<float>(r) + 0.5f};
+    std::vector<float> all(4);
+    c.all_gather(mine, all.data(), 2);
+    EXPECT_EQ(all, (std::vector<float>{0.0f, 0.5f, 1.0f, 1.5f}));
+    const float blocks[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    float got = 0;
+    c.reduce_scatter(blocks, &got, 1, dist::ReduceOp::sum);  // send [2·1]: rank r gets block r summed over ranks
+    EXPECT_EQ(got, 2.0f * blocks[r]);
+    EXPECT_EQ(c.all_gather_bytes(r == 0 ? "" : "xyz"), (std::vector<std::string>{"", "xyz"}));
+    EXPECT_EQ(c.all_gather_bytes(""), (std::vector<std::string>{"", ""}));
+    c.barrier();
+  };
+  auto other = std::async(std::launch::async, rank, 1);
+  rank(0);
+  other.get();
+}
+
+TEST(Rendezvous, GlooRefusesRanksOfDifferentWorldSizes) {
+  const int port = free_port();
+  auto start = [&](int r, int size) { return error_of([&] { dist::GlooCommunicator(torchrun(r, size, port), 20); }); };
+  auto rank1 = std::async(std::launch::async, start, 1, 3);
+  const std::string e0 = start(0, 2);
+  const std::string e1 = rank1.get();
+  EXPECT_TRUE(contains(e0, "rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2")) << e0;
+  EXPECT_TRUE(contains(e1, "rank 0 was started with WORLD_SIZE=2 but rank 1 with WORLD_SIZE=3")) << e1;
+}
+
+TEST(Rendezvous, GlooRankZeroAloneTimesOutNamingTheMissingRank) {
+  const std::string e = error_of([] { dist::GlooCommunicator(torchrun(0, 2, free_port()), 0.3); });
+  EXPECT_TRUE(contains(e, "(rank 1 has not joined)") && contains(e, "train.dist_timeout_s")) << e;
+}
+#endif
