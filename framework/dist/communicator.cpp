@@ -9,6 +9,18 @@ std::unique_ptr<Request> SingleCommunicator::all_reduce_async(float*, size_t, Re
   return std::make_unique<CompletedRequest>();
 }
 
+std::unique_ptr<Request> SingleCommunicator::all_reduce_async(bf16*, size_t, ReduceOp) {
+  return std::make_unique<CompletedRequest>();
+}
+
+void sum_bf16(const bf16* a, const bf16* b, bf16* out, size_t count) {
+  for (size_t i = 0; i < count; ++i) out[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+void scale_bf16(bf16* x, size_t count, float factor) {
+  for (size_t i = 0; i < count; ++i) x[i] = float_to_bf16(bf16_to_float(x[i]) * factor);
+}
+
 std::unique_ptr<Request> SingleCommunicator::broadcast_async(float*, size_t, int) {
   return std::make_unique<CompletedRequest>();
 }

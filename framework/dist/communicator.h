@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/dtype.h"
+
 namespace cmha::dist {
 
 enum class ReduceOp { sum, average };
@@ -41,6 +43,10 @@ class Communicator {
   virtual void all_reduce(float* data, size_t count, ReduceOp op) = 0;
   virtual void all_reduce(double* data, size_t count, ReduceOp op) = 0;
   virtual std::unique_ptr<Request> all_reduce_async(float* data, size_t count, ReduceOp op) = 0;
+  // The same on bf16 values (half the bytes: train.dist_grad_dtype=bf16):
+  // each partial sum is rounded to bf16 (sum_bf16), as NCCL does; the mean
+  // is the sum times 1/size, rounded once more.
+  virtual std::unique_ptr<Request> all_reduce_async(bf16* data, size_t count, ReduceOp op) = 0;
   // In place: every rank ends with root's values.
   virtual void broadcast(float* data, size_t count, int root) = 0;
   virtual std::unique_ptr<Request> broadcast_async(float* data, size_t count, int root) = 0;
@@ -61,6 +67,12 @@ class Communicator {
   bool is_main() const { return rank() == 0; }
 };
 
+// out[i] = bf16(float(a[i]) + float(b[i])), rounded to nearest even: the
+// reduction of the bf16 all-reduce in the host-memory backends (commutative,
+// so every rank gets the same bits whichever partner adds). And x ← bf16(x·factor).
+void sum_bf16(const bf16* a, const bf16* b, bf16* out, size_t count);
+void scale_bf16(bf16* x, size_t count, float factor);
+
 // A request that completed when it was made.
 class CompletedRequest final : public Request {
  public:
@@ -79,6 +91,7 @@ class SingleCommunicator final : public Communicator {
   void all_reduce(float*, size_t, ReduceOp) override {}
   void all_reduce(double*, size_t, ReduceOp) override {}
   std::unique_ptr<Request> all_reduce_async(float*, size_t, ReduceOp) override;
+  std::unique_ptr<Request> all_reduce_async(bf16*, size_t, ReduceOp) override;
   void broadcast(float*, size_t, int) override {}
   std::unique_ptr<Request> broadcast_async(float*, size_t, int) override;
   void all_gather(const float* send, float* recv, size_t count) override;

@@ -260,6 +260,20 @@ std::unique_ptr<Request> GlooCommunicator::all_reduce_async(float* data, size_t 
 
 void GlooCommunicator::all_reduce(float* data, size_t count, ReduceOp op) { all_reduce_async(data, count, op)->wait(); }
 
+std::unique_ptr<Request> GlooCommunicator::all_reduce_async(bf16* data, size_t count, ReduceOp op) {
+  if (count == 0) return std::make_unique<CompletedRequest>();
+  return std::make_unique<GlooRequest>(impl_->submit("all-reduce", [this, data, count, op](uint32_t tag) {
+    gloo::AllreduceOptions o(impl_->context);
+    o.setOutput(reinterpret_cast<uint16_t*>(data), count);  // gloo knows no bf16: 2-byte elements, cmha's sum
+    o.setReduceFunction(static_cast<ReduceFn>([](void* c, const void* a, const void* b, size_t n) {
+      sum_bf16(static_cast<const bf16*>(a), static_cast<const bf16*>(b), static_cast<bf16*>(c), n);
+    }));
+    o.setTag(tag);
+    gloo::allreduce(o);
+    if (op == ReduceOp::average) scale_bf16(data, count, 1.0f / static_cast<float>(impl_->context->size));
+  }));
+}
+
 void GlooCommunicator::all_reduce(double* data, size_t count, ReduceOp op) {
   if (count == 0) return;
   impl_->submit("all-reduce", [this, data, count, op](uint32_t tag) { impl_->all_reduce_now(data, count, op, tag); })

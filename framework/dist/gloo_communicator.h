@@ -31,6 +31,7 @@ class GlooCommunicator final : public Communicator {
   void all_reduce(float* data, size_t count, ReduceOp op) override;
   void all_reduce(double* data, size_t count, ReduceOp op) override;
   std::unique_ptr<Request> all_reduce_async(float* data, size_t count, ReduceOp op) override;
+  std::unique_ptr<Request> all_reduce_async(bf16* data, size_t count, ReduceOp op) override;
   void broadcast(float* data, size_t count, int root) override;
   std::unique_ptr<Request> broadcast_async(float* data, size_t count, int root) override;
   void all_gather(const float* send, float* recv, size_t count) override;

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <functional>
 
 #include "tensor/error.h"
 
@@ -39,10 +40,11 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
-// A nonblocking collective; for ReduceOp::average the sum is scaled once it has arrived.
+// A nonblocking collective; `arrived` runs once its result is in (for
+// ReduceOp::average: the scaling of the sum).
 class MpiRequest final : public Request {
  public:
-  MpiRequest(MPI_Request r, float* out, size_t count, float factor) : req_(r), out_(out), count_(count), factor_(factor) {}
+  MpiRequest(MPI_Request r, std::function<void()> arrived) : req_(r), arrived_(std::move(arrived)) {}
   // A request still in flight here was dropped by an exception unwinding towards
   // run_or_abort: waiting could block forever (the other ranks may never join),
   // and MPI_Abort follows, so it is left alone.
@@ -63,14 +65,23 @@ class MpiRequest final : public Request {
  private:
   void finish() {
     done_ = true;
-    if (factor_ != 1.0f) scale(out_, count_, factor_);
+    if (arrived_) arrived_();
   }
   MPI_Request req_;
-  float* out_;
-  size_t count_;
-  float factor_;
+  std::function<void()> arrived_;
   bool done_ = false;
 };
+
+std::function<void()> scaling(float* out, size_t count, float factor) {
+  if (factor == 1.0f) return {};
+  return [=] { scale(out, count, factor); };
+}
+
+// MPI has no bf16: the values travel as MPI_UINT16_T with this sum.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  sum_bf16(static_cast<const bf16*>(in), static_cast<const bf16*>(inout), static_cast<bf16*>(inout),
+           static_cast<size_t>(*len));
+}
 
 }  // namespace
 
@@ -111,7 +122,21 @@ std::unique_ptr<Request> MpiCommunicator::all_reduce_async(float* data, size_t c
   MPI_Request r;
   check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(count, "MPI_Iallreduce"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r),
         "MPI_Iallreduce");
-  return std::make_unique<MpiRequest>(r, data, count, op == ReduceOp::average ? 1.0f / static_cast<float>(size_) : 1.0f);
+  return std::make_unique<MpiRequest>(r, scaling(data, count, op == ReduceOp::average ? 1.0f / static_cast<float>(size_) : 1.0f));
+}
+
+std::unique_ptr<Request> MpiCommunicator::all_reduce_async(bf16* data, size_t count, ReduceOp op) {
+  static MPI_Op sum = [] {
+    MPI_Op o;
+    check(MPI_Op_create(&bf16_sum, /*commute=*/1, &o), "MPI_Op_create");
+    return o;
+  }();
+  MPI_Request r;
+  check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(count, "MPI_Iallreduce"), MPI_UINT16_T, sum, MPI_COMM_WORLD, &r),
+        "MPI_Iallreduce");
+  std::function<void()> arrived;
+  if (op == ReduceOp::average) arrived = [data, count, f = 1.0f / static_cast<float>(size_)] { scale_bf16(data, count, f); };
+  return std::make_unique<MpiRequest>(r, std::move(arrived));
 }
 
 void MpiCommunicator::broadcast(float* data, size_t count, int root) {
@@ -121,7 +146,7 @@ void MpiCommunicator::broadcast(float* data, size_t count, int root) {
 std::unique_ptr<Request> MpiCommunicator::broadcast_async(float* data, size_t count, int root) {
   MPI_Request r;
   check(MPI_Ibcast(data, as_int(count, "MPI_Ibcast"), MPI_FLOAT, root, MPI_COMM_WORLD, &r), "MPI_Ibcast");
-  return std::make_unique<MpiRequest>(r, data, count, 1.0f);
+  return std::make_unique<MpiRequest>(r, std::function<void()>{});
 }
 
 void MpiCommunicator::all_gather(const float* send, float* recv, size_t count) {
@@ -133,7 +158,7 @@ std::unique_ptr<Request> MpiCommunicator::all_gather_async(const float* send, fl
   const int n = as_int(count, "MPI_Iallgather");
   MPI_Request r;
   check(MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD, &r), "MPI_Iallgather");
-  return std::make_unique<MpiRequest>(r, recv, count * static_cast<size_t>(size_), 1.0f);
+  return std::make_unique<MpiRequest>(r, std::function<void()>{});
 }
 
 void MpiCommunicator::reduce_scatter(const float* send, float* recv, size_t count, ReduceOp op) {
@@ -149,7 +174,7 @@ std::unique_ptr<Request> MpiCommunicator::reduce_scatter_async(const float* send
   check(MPI_Ireduce_scatter_block(send, recv, as_int(count, "MPI_Ireduce_scatter_block"), MPI_FLOAT, MPI_SUM,
                                   MPI_COMM_WORLD, &r),
         "MPI_Ireduce_scatter_block");
-  return std::make_unique<MpiRequest>(r, recv, count, op == ReduceOp::average ? 1.0f / static_cast<float>(size_) : 1.0f);
+  return std::make_unique<MpiRequest>(r, scaling(recv, count, op == ReduceOp::average ? 1.0f / static_cast<float>(size_) : 1.0f));
 }
 
 std::vector<std::string> MpiCommunicator::all_gather_bytes(const std::string& mine) {

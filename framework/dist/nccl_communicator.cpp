@@ -166,6 +166,14 @@ std::unique_ptr<Request> NcclCommunicator::all_reduce_async(float* data, size_t 
   return std::make_unique<NcclRequest>(s.finished("all-reduce"), s.compute);
 }
 
+std::unique_ptr<Request> NcclCommunicator::all_reduce_async(bf16* data, size_t count, ReduceOp op) {
+  State& s = *state_;
+  s.order_after_compute();
+  check_nccl(nccl().all_reduce(data, data, count, ncclBfloat16, nccl_op(op), s.comm, s.stream), "ncclAllReduce",
+             s.what("bf16 all-reduce"));
+  return std::make_unique<NcclRequest>(s.finished("bf16 all-reduce"), s.compute);
+}
+
 std::unique_ptr<Request> NcclCommunicator::broadcast_async(float* data, size_t count, int root) {
   State& s = *state_;
   s.order_after_compute();

@@ -143,6 +143,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   BucketOptions bucket_options;
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
   bucket_options.overlap = recipe.boolean("train.dist_overlap");
+  bucket_options.bf16 = recipe.string("train.dist_grad_dtype") == "bf16";
   GradientBuckets buckets(model.parameters(), comm, bucket_options);
 
   BenchResult r;

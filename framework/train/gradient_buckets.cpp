@@ -28,6 +28,7 @@ struct GradientBuckets::State {
     // f32 [Σ numel + params.size()] on the parameters' device: the gradients,
     // then the flags: 1 where this rank has a gradient
     Tensor data;
+    Tensor wire;  // bf16 [data.numel()] when the exchange is in bf16: what travels
     int64_t pending = 0;  // parameters not packed yet in this exchange
     std::unique_ptr<dist::Request> request;
   };
@@ -83,6 +84,7 @@ struct GradientBuckets::State {
     for (size_t b = 0; b < buckets.size(); ++b) {
       Bucket& k = buckets[b];
       k.data = Tensor::zeros({elements[b] + static_cast<int64_t>(k.params.size())}, DType::f32, dev);
+      if (opt.bf16) k.wire = Tensor::empty(k.data.shape(), DType::bf16, dev);
       k.pending = static_cast<int64_t>(k.params.size());
       for (size_t j = 0; j < k.params.size(); ++j) flag_of[k.params[j]] = elements[b] + static_cast<int64_t>(j);
     }
@@ -103,8 +105,14 @@ struct GradientBuckets::State {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       Bucket& k = buckets[next_launch++];
       // The tensor's memory on its device: the collectives act where the tensors live.
-      k.request = comm.all_reduce_async(static_cast<float*>(k.data.raw_data()), static_cast<size_t>(k.data.numel()),
-                                        dist::ReduceOp::sum);
+      if (opt.bf16) {
+        CMHA_KERNEL(dev, copy.copy)(k.wire, k.data);  // f32 -> bf16, rounded to nearest even
+        k.request = comm.all_reduce_async(static_cast<bf16*>(k.wire.raw_data()), static_cast<size_t>(k.wire.numel()),
+                                          dist::ReduceOp::sum);
+      } else {
+        k.request = comm.all_reduce_async(static_cast<float*>(k.data.raw_data()), static_cast<size_t>(k.data.numel()),
+                                          dist::ReduceOp::sum);
+      }
     }
   }
 
@@ -145,6 +153,7 @@ struct GradientBuckets::State {
     for (Bucket& k : buckets) {
       k.request->wait();
       k.request.reset();
+      if (opt.bf16) CMHA_KERNEL(dev, copy.copy)(k.data, k.wire);  // the bf16 sum, widened exactly
       const int64_t elements = k.data.numel() - static_cast<int64_t>(k.params.size());
       // The summed flags, readable on the host (the bucket itself on the CPU).
       const Tensor flags = k.data.slice(0, elements, k.data.numel()).to(Device::cpu());

@@ -30,6 +30,11 @@ struct BucketOptions {
   int64_t bucket_bytes = 25 << 20;
   bool overlap = true;  // false: every bucket goes out after the backward pass, blocking
   int64_t first_bucket_bytes = 1 << 20;
+  // All-reduce in bf16 (train.dist_grad_dtype=bf16): half the bytes on the
+  // wire; each bucket is rounded to bf16 before the exchange and every
+  // partial sum after it, and the summed bucket widens back to f32 before
+  // the gradients are unpacked. (Sizes above count f32 bytes either way.)
+  bool bf16 = false;
 };
 
 class GradientBuckets {

@@ -142,6 +142,7 @@ std::vector<OptionSpec> build() {
   add("train.dist_timeout_s", T::real, "600", "A GPU collective unfinished after this many seconds ends the job, naming the rank (a dead or hung peer)", 1, 1e7);
   add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass (the first holds 1 MiB, as in PyTorch DDP; a model smaller than 8 buckets gets eighths of itself, at least 1 MiB)", 1e-6, 1 << 20);
   add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
+  choice("train.dist_grad_dtype", "f32", "Gradient all-reduce precision: f32, or bf16 (half the bytes; every partial sum rounded to bf16, ~3 significant digits)", {"f32", "bf16"});
   // ---- translation data (translation_task) ----
   tasks = {"translation"};
   add("data.train_prefix", T::string, "work/local_en_de/train", "Training corpus: <prefix>.<source_lang> and <prefix>.<target_lang>, line-aligned UTF-8");

@@ -152,6 +152,7 @@ struct Trainer::Impl {
     BucketOptions bo;
     bo.bucket_bytes = static_cast<int64_t>(r.real("train.dist_bucket_mb") * (1 << 20));
     bo.overlap = r.boolean("train.dist_overlap");
+    bo.bf16 = r.string("train.dist_grad_dtype") == "bf16";
     std::vector<Tensor> ps;
     for (auto& [n, p] : params) ps.push_back(p);
     buckets = std::make_unique<GradientBuckets>(ps, comm, bo);
@@ -361,8 +362,9 @@ TrainSummary Trainer::run() {
   }
   if (s.comm.size() > 1) {
     char line[256];
-    std::snprintf(line, sizeof line, "data parallel: %d ranks (%s), gradients in %lld buckets of %g MB, %s",
-                  s.comm.size(), s.comm.backend(), (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
+    std::snprintf(line, sizeof line, "data parallel: %d ranks (%s), %s gradients in %lld buckets of %g MB, %s",
+                  s.comm.size(), s.comm.backend(), s.recipe.string("train.dist_grad_dtype").c_str(),
+                  (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
                   s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
     s.display.line(line);
   }

@@ -98,6 +98,14 @@ TEST(Collectives, ReduceBroadcastGatherScatter) {
   req->wait();
   EXPECT_TRUE(req->test());
   EXPECT_EQ(async, (std::vector<float>{0.5f, 1.0f}));
+  // bf16 values, the sum rounded to bf16: (1 + 2^-7) + 2^-8 needs 8 mantissa bits and ties to even, 1 + 2^-6.
+  std::vector<bf16> h = {float_to_bf16(c.rank() == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256), float_to_bf16(-3.0f)};
+  c.all_reduce_async(h.data(), h.size(), dist::ReduceOp::sum)->wait();
+  EXPECT_EQ(bf16_to_float(h[0]), 1.0f + 1.0f / 64);
+  EXPECT_EQ(bf16_to_float(h[1]), -6.0f);
+  std::vector<bf16> m = {float_to_bf16(r + 1)};
+  c.all_reduce_async(m.data(), m.size(), dist::ReduceOp::average)->wait();
+  EXPECT_EQ(bf16_to_float(m[0]), 1.5f);
 
   std::vector<float> b = {r + 7};
   c.broadcast_async(b.data(), 1, 1)->wait();
@@ -126,6 +134,17 @@ TEST(DataParallel, TwoRanksOfBatchBMatchOneRankOfBatch2B) {
   const auto two = train_weights(world(), dir, 4, 2);  // 2 epochs × 8 updates
   const auto one = single_process_weights(8, 2);
   EXPECT_TRUE(close(two, one, 2e-5f));
+  EXPECT_EQ(two, rank0(two)) << "the ranks' weights differ";
+  world().barrier();
+  if (world().is_main()) fs::remove_all(dir);
+}
+
+TEST(DataParallel, Bf16GradientExchangeStaysCloseToF32) {
+  const std::string dir = shared_temp_dir("dp_bf16");
+  const auto two = train_weights(world(), dir, 4, 2, "train: {dist_grad_dtype: bf16}");
+  const auto one = single_process_weights(8, 2);
+  EXPECT_TRUE(close(two, one, 2e-2f));
+  EXPECT_FALSE(close(two, one, 1e-7f)) << "bf16 rounding left every weight as in f32: was the exchange in bf16?";
   EXPECT_EQ(two, rank0(two)) << "the ranks' weights differ";
   world().barrier();
   if (world().is_main()) fs::remove_all(dir);

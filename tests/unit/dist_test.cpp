@@ -64,6 +64,12 @@ class TwinCommunicator final : public dist::Communicator {
     r->c = this, r->d = d, r->n = n, r->op = op;
     return r;
   }
+  std::unique_ptr<dist::Request> all_reduce_async(bf16* d, size_t n, dist::ReduceOp op) override {
+    ++launched;
+    ++completed;
+    if (op == dist::ReduceOp::sum) dist::sum_bf16(d, d, d, n);
+    return std::make_unique<dist::CompletedRequest>();
+  }
   void broadcast(float*, size_t, int) override {}
   std::unique_ptr<dist::Request> broadcast_async(float*, size_t, int) override { return nullptr; }
   void all_gather(const float*, float*, size_t) override {}
@@ -221,6 +227,33 @@ TEST(GradientBuckets, FullBucketsGoOutDuringTheBackwardPass) {
   EXPECT_EQ(twin.launched, 6);
   EXPECT_EQ(twin.gathers, 1);
   EXPECT_EQ(grads_of(m), reduced);
+}
+
+TEST(GradientBuckets, Bf16ExchangeRoundsBeforeAndAfterTheSum) {
+  TinyModel m;
+  m.backward(10);
+  const auto local = grads_of(m);
+  for (Tensor p : m.params()) p.zero_grad();
+  TwinCommunicator twin;
+  train::BucketOptions o{16, true};
+  o.bf16 = true;
+  train::GradientBuckets buckets(m.params(), twin, o);
+  buckets.arm();
+  m.backward(10);
+  buckets.finish(0.25f);
+  EXPECT_EQ(twin.completed, 3);
+  const auto reduced = grads_of(m);
+  int inexact = 0;
+  for (size_t k = 0; k < local.size(); ++k)
+    for (size_t i = 0; i < local[k].size(); ++i) {
+      // Each rank's gradient rounded to bf16, the sum of the two rounded again, widened, scaled in f32.
+      const float g = bf16_to_float(float_to_bf16(local[k][i]));
+      const float expected = bf16_to_float(float_to_bf16(g + g)) * 0.25f;
+      EXPECT_EQ(reduced[k][i], expected) << k << "," << i;
+      inexact += reduced[k][i] != local[k][i] * 2 * 0.25f;
+    }
+  EXPECT_GT(inexact, 0);  // the rounding is real: some gradient differs from the f32 exchange
+  EXPECT_FALSE(m.unused.grad().defined());  // the flags survive bf16 (0 and 1 are exact)
 }
 
 TEST(GradientBuckets, WithoutOverlapEverythingGoesAfterTheBackwardPass) {

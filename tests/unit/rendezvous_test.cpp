@@ -160,6 +160,14 @@ TEST(Rendezvous, GlooCollectivesOnTwoRanks) {
     std::vector<double> d = {1.0 + r, 4.0};
     c.all_reduce(d.data(), d.size(), dist::ReduceOp::average);
     EXPECT_EQ(d, (std::vector<double>{1.5, 4.0}));
+    // bf16 values, the sum rounded to bf16: (1 + 2^-7) + 2^-8 needs 8 mantissa bits and ties to even, 1 + 2^-6.
+    std::vector<bf16> h = {float_to_bf16(r == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256), float_to_bf16(r == 0 ? 3.0f : 5.0f)};
+    c.all_reduce_async(h.data(), h.size(), dist::ReduceOp::sum)->wait();
+    EXPECT_EQ(bf16_to_float(h[0]), 1.0f + 1.0f / 64);
+    EXPECT_EQ(bf16_to_float(h[1]), 8.0f);
+    std::vector<bf16> m = {float_to_bf16(1.0f + static_cast<float>(r))};
+    c.all_reduce_async(m.data(), m.size(), dist::ReduceOp::average)->wait();
+    EXPECT_EQ(bf16_to_float(m[0]), 1.5f);
     std::vector<float> big(100003, static_cast<float>(r + 1));
     auto pending = c.all_reduce_async(big.data(), big.size(), dist::ReduceOp::average);
     std::vector<float> b = {r == 1 ? 7.0f : 0.0f, r == 1 ? 8.0f : 0.0f};
