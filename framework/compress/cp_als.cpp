@@ -279,6 +279,7 @@ CpSeconds& CpSeconds::operator+=(const CpSeconds& o) {
 
 CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
   const int64_t D = x.dim(), H = x.heads, dk = x.head_dim(), R = opt.rank;
+  const auto began = std::chrono::steady_clock::now();
   CMHA_CHECK(R > 0, "cp_als: the rank must be positive, got " + std::to_string(R));
   CMHA_CHECK(opt.max_iters > 0, "cp_als: max_iters must be positive");
   CMHA_CHECK(opt.init == "svd" || opt.init == "random",
@@ -414,6 +415,7 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
   }
   res.factors = fold();
   res.error = relative_error(x, res.factors);
+  res.wall_seconds = seconds_between(began, std::chrono::steady_clock::now());
   return res;
 }
 

@@ -83,6 +83,7 @@ struct CpResult {
   int64_t iterations = 0;
   double ridge = 0.0;          // largest ridge a normal-equation solve needed (0 = none)
   CpSeconds seconds;           // where the iterations' time went
+  double wall_seconds = 0.0;   // the whole decomposition, start to fold (on its thread)
 };
 // Alternating least squares: mixing, then query, then key, each from its
 // normal equations (Hadamard products of the other factors' Grams, the Cholesky
