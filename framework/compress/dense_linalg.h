@@ -24,8 +24,8 @@ struct Matrix {
   const double* row(int64_t i) const { return v.data() + i * cols; }
 };
 
-// Lower-triangular L with L Lᵀ = a (a symmetric; only its lower triangle is
-// read), by LAPACK's dpotrf. False when a is not positive definite.
+// Lower-triangular L with L Lᵀ = a (a symmetric; only its upper triangle is
+// read), by LAPACK's dpotrf. False when a is not positive definite or not finite.
 bool cholesky(const Matrix& a, Matrix& lower);
 
 // Inverse of a symmetric positive semi-definite matrix, by LAPACK's Cholesky
@@ -41,7 +41,7 @@ Matrix spd_inverse(const Matrix& a, double* ridge = nullptr);
 
 // The Cholesky factor of a symmetric positive semi-definite matrix with the
 // same ridge fallback as spd_inverse (*ridge: the λ used), in LAPACK's layout
-// (only the row-major lower triangle is meaningful): the input of spd_solve_rows.
+// (only the row-major upper triangle, Lᵀ, is meaningful): the input of spd_solve_rows.
 Matrix spd_factor(const Matrix& a, double* ridge = nullptr);
 // rhs ← rhs · a⁻¹ for every row of rhs [n, a.rows], given a's spd_factor (dpotrs).
 void spd_solve_rows(const Matrix& factor, Matrix& rhs);
