@@ -257,7 +257,10 @@ double tensor_norm_sq(const HeadProducts& x) {
   return total;
 }
 
-double relative_error(const HeadProducts& x, const CpFactors& f) {
+namespace {
+
+// relative_error given Σ_i ‖T_i‖² (cp_als knows it).
+double relative_error_of(const HeadProducts& x, const CpFactors& f, double norm_sq) {
   const int64_t D = x.dim(), R = f.rank();
   Matrix u, v;
   gemm_f64(x.query.data<float>(), D, 1, f.query.contiguous().data<float>(), R, x.key_dim(), D, R, u);
@@ -267,9 +270,13 @@ double relative_error(const HeadProducts& x, const CpFactors& f) {
   for (int64_t i = 0; i < m.rows; ++i)
     for (int64_t r = 0; r < R; ++r)
       for (int64_t s = 0; s < R; ++s) gm(r, s) += m(i, r) * m(i, s);
-  return error_from(tensor_norm_sq(x), mixing_mttkrp(u, v, m.rows), m, gram_f64(f.query.contiguous()), gram_f64(f.key.contiguous()), gm,
-                    std::vector<double>(static_cast<size_t>(R), 1.0));
+  return error_from(norm_sq, mixing_mttkrp(u, v, m.rows), m, gram_f64(f.query.contiguous()),
+                    gram_f64(f.key.contiguous()), gm, std::vector<double>(static_cast<size_t>(R), 1.0));
 }
+
+}  // namespace
+
+double relative_error(const HeadProducts& x, const CpFactors& f) { return relative_error_of(x, f, tensor_norm_sq(x)); }
 
 CpFactors concatenate_factors(const HeadProducts& x) {
   CpFactors f;
@@ -346,14 +353,18 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
   CpResult res;
   auto fold = [&] {  // W̃ = Wᵀ Y diag(scale), then λ^(1/3) into each factor
     CpFactors f{product(x.query, true, fa.y), product(x.key, true, fb.y), C.clone()};
-    const std::vector<double> ones(static_cast<size_t>(R), 1.0);
+    std::vector<double> root(static_cast<size_t>(R)), query(root.size()), key(root.size());
+    for (int64_t r = 0; r < R; ++r) {
+      root[r] = std::cbrt(lambda[r]);
+      query[r] = fa.scale[r] * root[r];
+      key[r] = fb.scale[r] * root[r];
+    }
     const std::pair<Tensor*, const std::vector<double>*> parts[] = {
-        {&f.query, &fa.scale}, {&f.key, &fb.scale}, {&f.mixing, &ones}};
+        {&f.query, &query}, {&f.key, &key}, {&f.mixing, &root}};
     for (const auto& [t, sc] : parts) {
       float* p = t->data<float>();
       for (int64_t i = 0; i < t->size(0); ++i)
-        for (int64_t r = 0; r < R; ++r)
-          p[i * R + r] = static_cast<float>(p[i * R + r] * (*sc)[r] * std::cbrt(lambda[r]));
+        for (int64_t r = 0; r < R; ++r) p[i * R + r] = static_cast<float>(p[i * R + r] * (*sc)[r]);
     }
     return f;
   };
@@ -422,14 +433,14 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     w.lap(t.error);
     // The pieces above carry f32 rounding (~1e-7 of ‖T‖²), which swamps the
     // squared error near exact recovery: there, recompute it in double.
-    if (e < 1e-3) e = relative_error(x, fold());
+    if (e < 1e-3) e = relative_error_of(x, fold(), norm_sq);
     res.errors.push_back(e);
     res.iterations = it + 1;
     const double prev = it > 0 ? res.errors[static_cast<size_t>(it - 1)] : INFINITY;
     if (e == 0.0 || std::abs(prev - e) < opt.tol * prev) break;
   }
   res.factors = fold();
-  res.error = relative_error(x, res.factors);
+  res.error = relative_error_of(x, res.factors, norm_sq);
   res.wall_seconds = seconds_between(began, std::chrono::steady_clock::now());
   return res;
 }

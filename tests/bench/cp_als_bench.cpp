@@ -134,8 +134,8 @@ void BM_OneAtATime(benchmark::State& state) {
 // (dpotrf, the R × R inverses) run 10× slower (88 ms per iteration, not 42).
 void BM_Numpy(benchmark::State& state) {
   for (auto _ : state) {
-    const std::string cmd = "env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 " CMHA_SOURCE_DIR
-                            "/tests/bench/cp_als_numpy.py " + std::to_string(kIters) + " 1 2>&1";
+    const std::string cmd = "env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 "
+                            CMHA_SOURCE_DIR "/tests/bench/cp_als_numpy.py " + std::to_string(kIters) + " 1 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[512];
@@ -145,8 +145,9 @@ void BM_Numpy(benchmark::State& state) {
     int iters = 0;
     const size_t at = out.find("numpy cp_als:");
     if (rc != 0 || at == std::string::npos ||
-        std::sscanf(out.c_str() + at, "numpy cp_als: %d iterations, %lf ms per iteration (median %lf), relative error %lf",
-                    &iters, &ms, &median, &err) != 4) {
+        std::sscanf(out.c_str() + at,
+                    "numpy cp_als: %d iterations, %lf ms per iteration (median %lf), relative error %lf", &iters, &ms,
+                    &median, &err) != 4) {
       g_summary.numpy_missing = out.empty() ? "no output" : out.substr(0, 300);
       state.SkipWithError("the numpy reference did not run (needs /usr/bin/python3 with numpy)");
       return;
