@@ -375,11 +375,11 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     res.ridge = std::max(res.ridge, ridge);
     return f;
   };
-  auto inverse = [&](const Matrix& normal) {
+  auto inverse_factor = [&](const Matrix& normal) {
     double ridge = 0.0;
-    Matrix inv = spd_inverse(normal, &ridge);
+    Matrix m = spd_inverse_factor(normal, &ridge);
     res.ridge = std::max(res.ridge, ridge);
-    return inv;
+    return m;
   };
   CpSeconds& t = res.seconds;
   // One factor mode: Y ← Z · (G_M ∘ G_other)⁻¹ with Z the other image's rows
@@ -391,11 +391,12 @@ CpResult cp_als(const HeadProducts& x, const CpOptions& opt) {
     for (int64_t i = 0; i < H; ++i)
       for (int64_t r = 0; r < R; ++r)
         mixing.data<float>()[i * R + r] = static_cast<float>(C.data<float>()[i * R + r] * other.scale[r]);
-    const Tensor z = scale_head_rows(other.image, mixing, dk);  // [Dk, R]
+    f.y = scale_head_rows(other.image, mixing, dk);  // Z: [Dk, R]
     w.lap(t.mttkrp);
-    const Tensor inv = to_tensor(inverse(hadamard(gc, other.gram)));
+    const Tensor m = to_tensor(inverse_factor(hadamard(gc, other.gram)));  // M Mᵀ = N⁻¹, M upper
     w.lap(t.solve);
-    f.y = product(z, false, inv);
+    trmm_right_upper(m.data<float>(), R, false, f.y.data<float>(), x.key_dim());  // Y = Z M Mᵀ
+    trmm_right_upper(m.data<float>(), R, true, f.y.data<float>(), x.key_dim());
     w.lap(t.factor_gemm);
     f.image = product(projection, false, f.y);
     w.lap(t.project_gemm);

@@ -68,7 +68,7 @@ struct CpOptions {
 struct CpSeconds {
   double mttkrp = 0;      // row scalings of the MTTKRPs and the mixing mode's sums over heads
   double solve = 0;       // Hadamard products of Grams, Cholesky, inverse / solve of the R × R normal equations
-  double factor_gemm = 0; // MTTKRP · (normal matrix)⁻¹: [Dk, R] · [R, R]
+  double factor_gemm = 0; // MTTKRP · (normal matrix)⁻¹ = Z M Mᵀ: [Dk, R] · two triangular [R, R]
   double project_gemm = 0;  // W_Q W_Qᵀ · W̃: [Dk, Dk] · [Dk, R]
   double gram_gemm = 0;   // the factors' Grams: [R, Dk] · [Dk, R]
   double normalise = 0;   // column norms into λ

@@ -165,6 +165,25 @@ Matrix spd_inverse(const Matrix& a, double* ridge) {
   return inv;
 }
 
+Matrix spd_inverse_factor(const Matrix& a, double* ridge) {
+  check_square(a, "spd_inverse_factor");
+  const int64_t n = a.rows;
+  Matrix m = spd_factor(a, ridge);
+  if (n == 0) return m;
+  OneThread serial;
+  invert_lower(m.v.data(), n, n);  // column-major L⁻¹ = row-major upper L⁻ᵀ
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j) m(i, j) = 0.0;
+  return m;
+}
+
+void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows) {
+  if (rows == 0 || n == 0) return;
+  cblas_strmm(CblasRowMajor, CblasRight, CblasUpper, trans ? CblasTrans : CblasNoTrans, CblasNonUnit,
+              static_cast<blasint>(rows), static_cast<blasint>(n), 1.0f, m, static_cast<blasint>(n), x,
+              static_cast<blasint>(n));
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
            int64_t ldb, float* c, int64_t ldc, float beta) {
   if (m == 0 || n == 0) return;

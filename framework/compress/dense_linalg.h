@@ -46,6 +46,15 @@ Matrix spd_factor(const Matrix& a, double* ridge = nullptr);
 // rhs ← rhs · a⁻¹ for every row of rhs [n, a.rows], given a's spd_factor (dpotrs).
 void spd_solve_rows(const Matrix& factor, Matrix& rhs);
 
+// The inverse's factor: upper-triangular M with M Mᵀ = a⁻¹ (M = L⁻ᵀ for the
+// Cholesky factor L of a; the lower triangle zero), same ridge fallback. ALS
+// applies a⁻¹ to [Dk, R] right-hand sides as two f32 triangular products
+// (trmm_right_upper), cheaper than dlauum's a⁻¹ and a GEMM.
+Matrix spd_inverse_factor(const Matrix& a, double* ridge = nullptr);
+// x ← x · m (or x · mᵀ when trans) in place for row-major f32 x [rows, n] and
+// upper-triangular m [n, n] (OpenBLAS's strmm).
+void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows);
+
 // The R × R LAPACK calls above (spd_*, cholesky) run on one thread: dpotrf of
 // 384 × 384 takes 0.9 ms on one thread or two, and its many small parallel
 // regions cost 10× that under OMP_WAIT_POLICY=passive (dpotrf + dpotri: 2.1 ms

@@ -112,6 +112,32 @@ TEST(CompressLinalg, SpdSolveRowsSolvesEachRow) {
   EXPECT_THROW(spd_solve_rows(f, wrong), Error);
 }
 
+TEST(CompressLinalg, SpdInverseFactorTimesItsTransposeIsTheInverse) {
+  const Matrix a = random_spd(77, 8, 3.0);
+  const Matrix m = spd_inverse_factor(a);
+  Matrix mmt(77, 77), identity(77, 77);
+  for (int64_t i = 0; i < 77; ++i) {
+    identity(i, i) = 1.0;
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(m(i, j), 0.0);  // upper triangular
+    for (int64_t j = 0; j < 77; ++j)
+      for (int64_t k = 0; k < 77; ++k) mmt(i, j) += m(i, k) * m(j, k);
+  }
+  EXPECT_LT(residual(mmt, a, identity), 1e-10);
+  // x · m and x · mᵀ in f32 against the definition
+  std::vector<float> mf(m.v.begin(), m.v.end());
+  const Tensor x = test::random_tensor({5, 77}, 23);
+  for (bool trans : {false, true}) {
+    std::vector<float> y(x.data<float>(), x.data<float>() + 5 * 77);
+    trmm_right_upper(mf.data(), 77, trans, y.data(), 5);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 77; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 77; ++k) want += double(x.data<float>()[i * 77 + k]) * (trans ? m(j, k) : m(k, j));
+        EXPECT_NEAR(y[i * 77 + j], want, 1e-4 * (1 + std::abs(want))) << trans << " " << i << " " << j;
+      }
+  }
+}
+
 TEST(CompressLinalg, SgemmMatchesTheDefinitionInEveryTransposition) {
   const Tensor a = test::random_tensor({7, 5}, 21), b = test::random_tensor({5, 9}, 22);
   const Tensor at = a.transpose(0, 1).contiguous(), bt = b.transpose(0, 1).contiguous();  // [5, 7], [9, 5]
