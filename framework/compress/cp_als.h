@@ -96,8 +96,9 @@ struct CpResult {
 // Gram W̃_Qᵀ W̃_Q, and its update is W̃_Q = W_Qᵀ Z N⁻¹ (Z the row-scaled
 // W_K W̃_K, N the normal matrix): so ALS keeps Ỹ = Z N⁻¹ [Dk, R] instead,
 // with U = (W_Q W_Qᵀ) Ỹ and Gram Ỹᵀ U, W_Q W_Qᵀ [Dk, Dk] formed once; W̃_Q
-// = W_Qᵀ Ỹ only at the end. Three f32 products per mode instead of four GEMMs (a
-// third fewer flops when Dk = D; N⁻¹ is applied as two triangular products). Likewise the key factor.
+// = W_Qᵀ Ỹ only at the end. Three f32 products per mode instead of four
+// GEMMs (a third fewer flops when Dk = D; N⁻¹ is applied as two triangular
+// products). Likewise the key factor.
 CpResult cp_als(const HeadProducts& x, const CpOptions& opt);
 
 // cp_als of independent layers, in order. With at least as many layers as
