@@ -71,27 +71,33 @@ std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vec
   return out;
 }
 
-LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::string& prefix, int64_t heads,
-                          int64_t shared_dim, const CpOptions& als) {
+namespace {
+
+// The layer's products, by name.
+HeadProducts layer_products(const std::map<std::string, Tensor>& weights, const std::string& prefix, int64_t heads) {
+  const Tensor& wq = weight(weights, prefix + "query.weight");  // the query's absence is named first
+  const Tensor& wk = weight(weights, prefix + "key.weight");
+  return make_head_products(wq, wk, heads, "layer '" + prefix + "'");
+}
+
+// The rest of convert_layer once the factors are known: `res` is the CP-ALS
+// result, or null for the exact concatenate factorisation.
+LayerReport write_layer(std::map<std::string, Tensor>& weights, const std::string& prefix, const HeadProducts& x,
+                        const CpResult* res, double seconds_so_far) {
   const auto start = std::chrono::steady_clock::now();
-  const Tensor wq = weight(weights, prefix + "query.weight"), wk = weight(weights, prefix + "key.weight");
-  const HeadProducts x = make_head_products(wq, wk, heads, "layer '" + prefix + "'");
-  const int64_t D = x.dim(), Dk = x.key_dim(), dk = x.head_dim();
+  const int64_t D = x.dim(), Dk = x.key_dim(), dk = x.head_dim(), heads = x.heads;
   LayerReport rep;
   rep.prefix = prefix;
   rep.key_dim = Dk;
   CpFactors f;
-  if (shared_dim >= Dk) {
+  if (!res) {
     f = concatenate_factors(x);
     rep.exact = true;
     rep.error = relative_error(x, f);
   } else {
-    CpOptions o = als;
-    o.rank = shared_dim;
-    const CpResult res = cp_als(x, o);
-    f = res.factors;
-    rep.iterations = res.iterations;
-    rep.error = res.error;
+    f = res->factors;
+    rep.iterations = res->iterations;
+    rep.error = res->error;
   }
   rep.shared_dim = f.rank();
   // Content bias, one row per head: c_i = Σ_{j in head i} b_Q[j] · W_K[j, :]  ([H, D]).
@@ -113,8 +119,25 @@ LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::str
   weights[prefix + "key.weight"] = f.key.transpose(0, 1).contiguous();
   weights[prefix + "mixing"] = f.mixing;                                    // [H, D̃k]
   weights[prefix + "content_bias.weight"] = content;
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rep.seconds = seconds_so_far + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::string& prefix, int64_t heads,
+                          int64_t shared_dim, const CpOptions& als) {
+  const auto start = std::chrono::steady_clock::now();
+  const HeadProducts x = layer_products(weights, prefix, heads);
+  if (shared_dim >= x.key_dim()) return write_layer(weights, prefix, x, nullptr, seconds_since(start));
+  CpOptions o = als;
+  o.rank = shared_dim;
+  const CpResult res = cp_als(x, o);
+  return write_layer(weights, prefix, x, &res, seconds_since(start));
 }
 
 train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::string& path, const CompressOptions& opt,
@@ -127,9 +150,25 @@ train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::st
   std::vector<std::string> overrides;
   for (const AttentionPlace& place : select_places(recipe, opt.places)) {
     const nn::AttentionConfig a = train::attention_config(recipe, place.key());
-    int64_t written = 0;
+    // The place's layers to decompose go side by side (cp_als_layers); each
+    // reports the seconds of its own decomposition (on its thread).
+    std::vector<HeadProducts> layers;
+    std::vector<const std::string*> decomposed;
     for (const std::string& prefix : place.prefixes) {
-      const LayerReport rep = convert_layer(out.weights, prefix, a.heads, opt.shared_dim, opt.als);
+      HeadProducts x = layer_products(out.weights, prefix, a.heads);
+      if (opt.shared_dim < x.key_dim()) layers.push_back(std::move(x)), decomposed.push_back(&prefix);
+    }
+    CpOptions als = opt.als;
+    als.rank = opt.shared_dim;
+    const std::vector<CpResult> results = cp_als_layers(layers, als);
+    int64_t written = 0;
+    size_t next = 0;
+    for (const std::string& prefix : place.prefixes) {
+      const bool cp = next < decomposed.size() && decomposed[next] == &prefix;
+      const HeadProducts x = cp ? layers[next] : layer_products(out.weights, prefix, a.heads);
+      const CpResult* res = cp ? &results[next] : nullptr;
+      const LayerReport rep = write_layer(out.weights, prefix, x, res, res ? res->wall_seconds : 0.0);
+      next += cp ? 1 : 0;
       written = rep.shared_dim;
       if (on_layer) on_layer(rep);
     }

@@ -45,7 +45,7 @@ struct LayerReport {
   bool exact = false;            // concatenate factorisation (no iterations)
   int64_t iterations = 0;
   double error = 0.0;            // relative reconstruction error of the products
-  double seconds = 0.0;
+  double seconds = 0.0;          // its conversion, on its thread (layers may run side by side)
 };
 
 // Converts the concat layer under `prefix` in `weights` (in place) to a
@@ -61,7 +61,8 @@ struct CompressOptions {
 // The compressed checkpoint of `in` (read from `path`): converted weights, the
 // recipe with those places collaborative (key_dim D̃k, the original score
 // scale written explicitly), the trainer state with "compressed_from", and no
-// optimiser or EMA state. `on_layer` hears of each layer as it is done.
+// optimiser or EMA state. A place's layers are decomposed side by side
+// (cp_als_layers); `on_layer` then hears of each, in order.
 train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::string& path,
                                       const CompressOptions& opt,
                                       const std::function<void(const LayerReport&)>& on_layer = {});

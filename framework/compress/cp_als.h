@@ -63,12 +63,27 @@ struct CpOptions {
   std::string init = "random";
   uint64_t seed = 0;          // random init (and SVD's padding columns when R > D)
 };
+// Where one decomposition's time went, in seconds summed over its iterations
+// (the start, the final fold and the double-precision final error excluded).
+struct CpSeconds {
+  double mttkrp = 0;      // row scalings of the MTTKRPs and the mixing mode's sums over heads
+  double solve = 0;       // Hadamard products of Grams, Cholesky, inverse / solve of the R × R normal equations
+  double factor_gemm = 0; // MTTKRP · (normal matrix)⁻¹ = Z M Mᵀ: [Dk, R] · two triangular [R, R]
+  double project_gemm = 0;  // W_Q W_Qᵀ · W̃: [Dk, Dk] · [Dk, R]
+  double gram_gemm = 0;   // the factors' Grams: [R, Dk] · [Dk, R]
+  double normalise = 0;   // column norms into λ
+  double error = 0;       // the relative error from the pieces
+  double total() const { return mttkrp + solve + factor_gemm + project_gemm + gram_gemm + normalise + error; }
+  CpSeconds& operator+=(const CpSeconds& o);
+};
 struct CpResult {
   CpFactors factors;
   std::vector<double> errors;  // relative error after each iteration
   double error = 0.0;          // final relative error, recomputed from the factors in double
   int64_t iterations = 0;
   double ridge = 0.0;          // largest ridge a normal-equation solve needed (0 = none)
+  CpSeconds seconds;           // where the iterations' time went
+  double wall_seconds = 0.0;   // the whole decomposition, start to fold (on its thread)
 };
 // Alternating least squares: mixing, then query, then key, each from its
 // normal equations (Hadamard products of the other factors' Grams, the Cholesky
@@ -76,6 +91,23 @@ struct CpResult {
 // weights folded back at the end, split evenly over the three factors (their
 // cube root each) so no factor's scale dwarfs another's when fine-tuned.
 // Deterministic for a given seed and thread count.
+//
+// The query factor enters the iterations only through U = W_Q W̃_Q and its
+// Gram W̃_Qᵀ W̃_Q, and its update is W̃_Q = W_Qᵀ Z N⁻¹ (Z the row-scaled
+// W_K W̃_K, N the normal matrix): so ALS keeps Ỹ = Z N⁻¹ [Dk, R] instead,
+// with U = (W_Q W_Qᵀ) Ỹ and Gram Ỹᵀ U, W_Q W_Qᵀ [Dk, Dk] formed once; W̃_Q
+// = W_Qᵀ Ỹ only at the end. Three f32 products per mode instead of four
+// GEMMs (a third fewer flops when Dk = D; N⁻¹ is applied as two triangular
+// products). Likewise the key factor.
 CpResult cp_als(const HeadProducts& x, const CpOptions& opt);
+
+// cp_als of independent layers, in order. With at least as many layers as
+// OpenMP threads, whole layers run side by side, one thread each (BLAS and
+// LAPACK then run single-threaded inside them): no serial section leaves a
+// core idle, where one layer's R × R factorisations, row scalings and small
+// GEMMs scale poorly over two threads. Layers left over (fewer than the
+// threads) run one at a time on all threads. A layer's result depends only on
+// its inputs and on the thread count it ran with.
+std::vector<CpResult> cp_als_layers(const std::vector<HeadProducts>& layers, const CpOptions& opt);
 
 }  // namespace cmha::compress

@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 #include <lapacke.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,55 +22,180 @@ void check_square(const Matrix& a, const char* what) {
 }
 
 // LAPACK is column-major; LAPACKE's row-major calls transpose in and out.
-// A symmetric matrix needs neither: its row-major lower triangle is the
-// column-major upper one, so the calls below say COL_MAJOR with 'U' and
-// read and write the row-major lower triangle in place.
+// A symmetric matrix needs neither: its row-major upper triangle is the
+// column-major lower one, so the calls below say COL_MAJOR with 'L' and read
+// and write the row-major upper triangle in place ('L': OpenBLAS 0.3.21's
+// dpotrf is 30 % faster lower than upper, 0.60 against 0.84 ms at 384 × 384).
+// The factor L (L Lᵀ = a, column-major lower) is thus Lᵀ in the row-major
+// upper triangle. The R × R calls go through LAPACKE's _work forms, which
+// skip its NaN scan of every input (1.5 % of a CP-ALS iteration): the inputs
+// are checked finite here first.
 
-// dpotrf on a copy of a, writing L (L Lᵀ = a) into the lower triangle: true when positive definite.
-bool factor(const Matrix& a, Matrix& lower) {
-  lower = a;
-  const auto n = static_cast<lapack_int>(a.rows);
-  if (n == 0) return true;
+bool all_finite(const Matrix& a) {
   for (double x : a.v)
     if (!std::isfinite(x)) return false;
-  return LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', n, lower.v.data(), n) == 0;
+  return true;
+}
+
+// dpotrf on a copy of a (finite), writing Lᵀ into the row-major upper triangle: true when positive definite.
+bool factor(const Matrix& a, Matrix& f) {
+  f = a;
+  const auto n = static_cast<lapack_int>(a.rows);
+  return n == 0 || LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, f.v.data(), n) == 0;
+}
+
+// LAPACK on one OpenMP thread for the guard's lifetime (see dense_linalg.h):
+// OpenBLAS's OpenMP build sizes its teams by omp_get_max_threads().
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// In-place inverse of the column-major lower-triangular n × n matrix at l
+// (column stride ld; the strict upper triangle is neither read nor written),
+// recursively: inv [[A, 0], [B, C]] = [[A⁻¹, 0], [−C⁻¹ B A⁻¹, C⁻¹]], the
+// off-diagonal block by two dtrmm. The same flops as LAPACK's dtrtri, which
+// OpenBLAS 0.3.21 runs at a quarter of dtrmm's speed (1.7 ms against 0.45 ms
+// at n = 384, one thread).
+void invert_lower(double* l, int64_t n, int64_t ld) {
+  constexpr int64_t kLeaf = 32;
+  if (n <= kLeaf) {  // column by column: X(i, j) = −Σ_{j≤k<i} L(i, k) X(k, j) / L(i, i)
+    double t[kLeaf * kLeaf];  // L by rows
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = k; i < n; ++i) t[i * kLeaf + k] = l[i + k * ld];
+    for (int64_t j = 0; j < n; ++j) {
+      double* x = l + j * ld;  // column j of X
+      x[j] = 1.0 / t[j * kLeaf + j];
+      for (int64_t i = j + 1; i < n; ++i) {
+        double s = 0.0;
+        for (int64_t k = j; k < i; ++k) s += t[i * kLeaf + k] * x[k];
+        x[i] = -s / t[i * kLeaf + i];
+      }
+    }
+    return;
+  }
+  const int64_t n1 = n / 2, n2 = n - n1;
+  double* a = l;
+  double* b = l + n1;            // rows n1.., columns ..n1
+  double* c = l + n1 + n1 * ld;  // rows and columns n1..
+  invert_lower(a, n1, ld);
+  invert_lower(c, n2, ld);
+  cblas_dtrmm(CblasColMajor, CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, static_cast<blasint>(n2),
+              static_cast<blasint>(n1), -1.0, c, static_cast<blasint>(ld), b, static_cast<blasint>(ld));
+  cblas_dtrmm(CblasColMajor, CblasRight, CblasLower, CblasNoTrans, CblasNonUnit, static_cast<blasint>(n2),
+              static_cast<blasint>(n1), 1.0, a, static_cast<blasint>(ld), b, static_cast<blasint>(ld));
+}
+
+// The row-major upper triangle copied onto the lower one.
+void mirror_upper(Matrix& m) {
+  constexpr int64_t kTile = 32;  // tiles, so the strided reads stay in cache
+  const int64_t n = m.rows;
+  for (int64_t i0 = 0; i0 < n; i0 += kTile)
+    for (int64_t j0 = 0; j0 <= i0; j0 += kTile)
+      for (int64_t i = i0; i < std::min(n, i0 + kTile); ++i)
+        for (int64_t j = j0; j < std::min(i, j0 + kTile); ++j) m(i, j) = m(j, i);
 }
 
 }  // namespace
 
 bool cholesky(const Matrix& a, Matrix& lower) {
   check_square(a, "cholesky");
-  if (!factor(a, lower)) return false;
+  OneThread serial;
+  Matrix f;
+  if (!all_finite(a) || !factor(a, f)) return false;
+  lower = Matrix(a.rows, a.cols);
   for (int64_t i = 0; i < a.rows; ++i)
-    for (int64_t j = i + 1; j < a.cols; ++j) lower(i, j) = 0.0;  // dpotrf leaves the upper triangle as it was
+    for (int64_t j = 0; j <= i; ++j) lower(i, j) = f(j, i);  // Lᵀ is f's upper triangle
   return true;
 }
 
-Matrix spd_inverse(const Matrix& a, double* ridge) {
-  check_square(a, "spd_inverse");
+Matrix spd_factor(const Matrix& a, double* ridge) {
+  check_square(a, "spd_factor");
   const int64_t n = a.rows;
-  for (double x : a.v) CMHA_CHECK(std::isfinite(x), "spd_inverse: the matrix holds NaN or infinity");
-  Matrix inv;
+  CMHA_CHECK(all_finite(a), "spd_inverse: the matrix holds NaN or infinity");
+  OneThread serial;
+  Matrix f;
   double lambda = 0.0;
-  if (!factor(a, inv)) {
+  if (!factor(a, f)) {
     double mean_diag = 0.0;
     for (int64_t i = 0; i < n; ++i) mean_diag += std::abs(a(i, i));
     mean_diag = std::max(mean_diag / static_cast<double>(std::max<int64_t>(n, 1)), 1e-300);
     Matrix shifted = a;
     for (lambda = 1e-12 * mean_diag;; lambda *= 100.0) {
       for (int64_t i = 0; i < n; ++i) shifted(i, i) = a(i, i) + lambda;
-      if (factor(shifted, inv)) break;
+      if (factor(shifted, f)) break;
       CMHA_CHECK(lambda < 1e30 * mean_diag, "spd_inverse: the matrix stays indefinite under any ridge");
     }
   }
   if (ridge) *ridge = lambda;
+  return f;
+}
+
+void spd_solve_rows(const Matrix& factor, Matrix& rhs) {
+  check_square(factor, "spd_solve_rows");
+  CMHA_CHECK(rhs.cols == factor.rows, "spd_solve_rows: " + std::to_string(rhs.cols) + " columns against a " +
+                                          std::to_string(factor.rows) + "-wide matrix");
+  if (rhs.rows == 0 || rhs.cols == 0) return;
+  OneThread serial;
+  // Row-major rhs [k, n] is column-major [n, k]: its rows are LAPACK's right-hand sides.
+  const auto n = static_cast<lapack_int>(factor.rows);
+  const lapack_int info = LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, 'L', n, static_cast<lapack_int>(rhs.rows),
+                                              factor.v.data(), n, rhs.v.data(), n);
+  CMHA_CHECK(info == 0, "spd_solve_rows: LAPACK's dpotrs failed (info " + std::to_string(info) + ")");
+}
+
+Matrix spd_inverse(const Matrix& a, double* ridge) {
+  check_square(a, "spd_inverse");
+  const int64_t n = a.rows;
+  Matrix inv = spd_factor(a, ridge);
   if (n == 0) return inv;
-  const lapack_int info = LAPACKE_dpotri(LAPACK_COL_MAJOR, 'U', static_cast<lapack_int>(n), inv.v.data(),
-                                         static_cast<lapack_int>(n));
-  CMHA_CHECK(info == 0, "spd_inverse: LAPACK's dpotri failed (info " + std::to_string(info) + ")");
-  for (int64_t i = 0; i < n; ++i)  // dpotri fills the lower triangle: mirror it
-    for (int64_t j = i + 1; j < n; ++j) inv(i, j) = inv(j, i);
+  OneThread serial;
+  // a⁻¹ = L⁻ᵀ L⁻¹: L⁻¹ in place, then dlauum's (L⁻¹)ᵀ L⁻¹, which is dpotri's second half.
+  invert_lower(inv.v.data(), n, n);
+  const lapack_int info = LAPACKE_dlauum_work(LAPACK_COL_MAJOR, 'L', static_cast<lapack_int>(n), inv.v.data(),
+                                              static_cast<lapack_int>(n));
+  CMHA_CHECK(info == 0, "spd_inverse: LAPACK's dlauum failed (info " + std::to_string(info) + ")");
+  mirror_upper(inv);  // dlauum wrote the row-major upper triangle
   return inv;
+}
+
+Matrix spd_inverse_factor(const Matrix& a, double* ridge) {
+  check_square(a, "spd_inverse_factor");
+  const int64_t n = a.rows;
+  Matrix m = spd_factor(a, ridge);
+  if (n == 0) return m;
+  OneThread serial;
+  invert_lower(m.v.data(), n, n);  // column-major L⁻¹ = row-major upper L⁻ᵀ
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j) m(i, j) = 0.0;
+  return m;
+}
+
+void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows) {
+  if (rows == 0 || n == 0) return;
+  cblas_strmm(CblasRowMajor, CblasRight, CblasUpper, trans ? CblasTrans : CblasNoTrans, CblasNonUnit,
+              static_cast<blasint>(rows), static_cast<blasint>(n), 1.0f, m, static_cast<blasint>(n), x,
+              static_cast<blasint>(n));
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float* c, int64_t ldc, float beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // c = beta · c, which BLAS need not be trusted with
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta,
+                                      c, ldc);
+  CMHA_CHECK(st == dnnl_success, "sgemm: oneDNN's dnnl_sgemm failed (status " + std::to_string(static_cast<int>(st)) +
+                                     ")");
 }
 
 SymmetricEigen symmetric_eigen(const Matrix& input, bool with_vectors) {

@@ -24,12 +24,13 @@ struct Matrix {
   const double* row(int64_t i) const { return v.data() + i * cols; }
 };
 
-// Lower-triangular L with L Lᵀ = a (a symmetric; only its lower triangle is
-// read), by LAPACK's dpotrf. False when a is not positive definite.
+// Lower-triangular L with L Lᵀ = a (a symmetric; only its upper triangle is
+// read), by LAPACK's dpotrf. False when a is not positive definite or not finite.
 bool cholesky(const Matrix& a, Matrix& lower);
 
 // Inverse of a symmetric positive semi-definite matrix, by LAPACK's Cholesky
-// (dpotrf) and its inverse (dpotri): ALS then multiplies its right-hand
+// (dpotrf), the triangular factor's inverse (a recursive one over dtrmm) and
+// LAPACK's dlauum (dpotri's second half): ALS then multiplies its right-hand
 // sides [D, R] by it in one f32 GEMM, four times fewer double flops than
 // triangular solves of D right-hand sides would take (cp_als_bench: those
 // solves were 40 % of an iteration). A singular or indefinite a gets a ridge
@@ -37,6 +38,34 @@ bool cholesky(const Matrix& a, Matrix& lower);
 // until the factorisation succeeds; *ridge reports the λ used (0 when none
 // was needed). NaN or infinity in a is a cmha::Error.
 Matrix spd_inverse(const Matrix& a, double* ridge = nullptr);
+
+// The Cholesky factor of a symmetric positive semi-definite matrix with the
+// same ridge fallback as spd_inverse (*ridge: the λ used), in LAPACK's layout
+// (only the row-major upper triangle, Lᵀ, is meaningful): the input of spd_solve_rows.
+Matrix spd_factor(const Matrix& a, double* ridge = nullptr);
+// rhs ← rhs · a⁻¹ for every row of rhs [n, a.rows], given a's spd_factor (dpotrs).
+void spd_solve_rows(const Matrix& factor, Matrix& rhs);
+
+// The inverse's factor: upper-triangular M with M Mᵀ = a⁻¹ (M = L⁻ᵀ for the
+// Cholesky factor L of a; the lower triangle zero), same ridge fallback. ALS
+// applies a⁻¹ to [Dk, R] right-hand sides as two f32 triangular products
+// (trmm_right_upper), cheaper than dlauum's a⁻¹ and a GEMM.
+Matrix spd_inverse_factor(const Matrix& a, double* ridge = nullptr);
+// x ← x · m (or x · mᵀ when trans) in place for row-major f32 x [rows, n] and
+// upper-triangular m [n, n] (OpenBLAS's strmm).
+void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows);
+
+// The R × R LAPACK calls above (spd_*, cholesky) run on one thread: dpotrf of
+// 384 × 384 takes 0.9 ms on one thread or two, and its many small parallel
+// regions cost 10× that under OMP_WAIT_POLICY=passive (dpotrf + dpotri: 2.1 ms
+// on 2 threads, 31 ms passive; 2.9 ms on one thread either way).
+
+// c[m, n] = op(a) · op(b) (+ beta · c) in f32, row-major, by oneDNN's
+// dnnl_sgemm (op = transpose when the flag says so; lda/ldb/ldc: the row
+// strides as stored): 8 % faster than OpenBLAS's at CP-ALS's [768, 768] · [768, 384]
+// on one thread, and single-threaded inside an OpenMP parallel region.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float* c, int64_t ldc, float beta = 0.0f);
 
 // Eigen-decomposition of a symmetric matrix (LAPACK's divide-and-conquer
 // dsyevd): eigenvalues in descending order, and (when asked) the matching

@@ -1,7 +1,8 @@
 // CP-ALS of the per-head query/key products: the factored MTTKRP against the
 // dense tensor, exact recovery of a tensor of known rank, the concatenate
-// factorisation, determinism and monotone errors.
+// factorisation, determinism and monotone errors, layers side by side.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -145,6 +146,36 @@ TEST(CompressCpAls, ErrorsDecreaseAndTheSeedDecides) {
   o.seed = 10;
   const CpResult c = cp_als(x, o);
   EXPECT_FALSE(test::all_close(a.factors.query, c.factors.query, 1e-3f, 0));
+}
+
+TEST(CompressCpAls, LayersSideBySideMatchOneAtATime) {
+  // Three layers on two threads: two side by side (one thread each), the third
+  // alone on both; each as cp_als on one thread computes it.
+  std::vector<HeadProducts> layers;
+  for (uint64_t l = 0; l < 3; ++l) layers.push_back(random_products(4, 32, 24, 91 + 2 * l));
+  CpOptions o;
+  o.rank = 12;
+  o.max_iters = 25;
+  o.tol = 0;
+  o.seed = 4;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const std::vector<CpResult> together = cp_als_layers(layers, o);
+  omp_set_num_threads(1);
+  ASSERT_EQ(together.size(), 3u);
+  for (size_t l = 0; l < 3; ++l) {
+    const CpResult alone = cp_als(layers[l], o);
+    EXPECT_EQ(together[l].iterations, 25) << l;
+    EXPECT_NEAR(together[l].error, alone.error, 1e-5) << l;
+    EXPECT_TRUE(test::all_close(together[l].factors.query, alone.factors.query, 1e-4f, 1e-4f)) << l;
+    EXPECT_TRUE(test::all_close(together[l].factors.mixing, alone.factors.mixing, 1e-4f, 1e-4f)) << l;
+    EXPECT_GT(together[l].seconds.total(), 0.0);
+    EXPECT_GE(together[l].wall_seconds, together[l].seconds.total());
+  }
+  omp_set_num_threads(2);
+  o.rank = 0;  // an error in a layer side by side reaches the caller
+  EXPECT_THROW(cp_als_layers(layers, o), Error);
+  omp_set_num_threads(saved);
 }
 
 TEST(CompressCpAls, StopsWhenTheErrorSettles) {

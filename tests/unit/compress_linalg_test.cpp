@@ -1,8 +1,10 @@
 // Double-precision helpers of the compression code (on LAPACK/BLAS): Cholesky,
-// the SPD solve with its ridge, the symmetric eigen-decomposition, the f64 GEMM.
+// the SPD inverse and solve with their ridge, the symmetric eigen-decomposition,
+// the f64 and f32 GEMMs.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "compress/dense_linalg.h"
 #include "support/check.h"
@@ -87,6 +89,72 @@ TEST(CompressLinalg, SpdInverseOfALargeMatrix) {
     for (int64_t k = 0; k < 384; ++k)
       for (int64_t j = 0; j < 384; ++j) x(i, j) += rhs(i, k) * inv(k, j);
   EXPECT_LT(residual(x, a, rhs), 1e-9);
+}
+
+TEST(CompressLinalg, SpdInverseOfAnOddSizePastTheRecursionLeaf) {
+  // 101: the recursive triangular inverse splits 50 + 51, then down to leaves of ≤ 32.
+  const Matrix a = random_spd(101, 6, 5.0);
+  const Matrix inv = spd_inverse(a);
+  Matrix identity(101, 101);
+  for (int64_t i = 0; i < 101; ++i) identity(i, i) = 1.0;
+  EXPECT_LT(residual(inv, a, identity), 1e-10);
+}
+
+TEST(CompressLinalg, SpdSolveRowsSolvesEachRow) {
+  const Matrix a = random_spd(70, 7, 2.0), rhs = random_matrix(12, 70, 17);
+  double ridge = -1;
+  const Matrix f = spd_factor(a, &ridge);
+  EXPECT_EQ(ridge, 0.0);
+  Matrix x = rhs;  // x · a = rhs, row by row
+  spd_solve_rows(f, x);
+  EXPECT_LT(residual(x, a, rhs), 1e-10);
+  Matrix wrong(3, 69);
+  EXPECT_THROW(spd_solve_rows(f, wrong), Error);
+}
+
+TEST(CompressLinalg, SpdInverseFactorTimesItsTransposeIsTheInverse) {
+  const Matrix a = random_spd(77, 8, 3.0);
+  const Matrix m = spd_inverse_factor(a);
+  Matrix mmt(77, 77), identity(77, 77);
+  for (int64_t i = 0; i < 77; ++i) {
+    identity(i, i) = 1.0;
+    for (int64_t j = 0; j < i; ++j) EXPECT_EQ(m(i, j), 0.0);  // upper triangular
+    for (int64_t j = 0; j < 77; ++j)
+      for (int64_t k = 0; k < 77; ++k) mmt(i, j) += m(i, k) * m(j, k);
+  }
+  EXPECT_LT(residual(mmt, a, identity), 1e-10);
+  // x · m and x · mᵀ in f32 against the definition
+  std::vector<float> mf(m.v.begin(), m.v.end());
+  const Tensor x = test::random_tensor({5, 77}, 23);
+  for (bool trans : {false, true}) {
+    std::vector<float> y(x.data<float>(), x.data<float>() + 5 * 77);
+    trmm_right_upper(mf.data(), 77, trans, y.data(), 5);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 77; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < 77; ++k) want += double(x.data<float>()[i * 77 + k]) * (trans ? m(j, k) : m(k, j));
+        EXPECT_NEAR(y[i * 77 + j], want, 1e-4 * (1 + std::abs(want))) << trans << " " << i << " " << j;
+      }
+  }
+}
+
+TEST(CompressLinalg, SgemmMatchesTheDefinitionInEveryTransposition) {
+  const Tensor a = test::random_tensor({7, 5}, 21), b = test::random_tensor({5, 9}, 22);
+  const Tensor at = a.transpose(0, 1).contiguous(), bt = b.transpose(0, 1).contiguous();  // [5, 7], [9, 5]
+  std::vector<float> want(7 * 9, 0.0f);
+  for (int64_t i = 0; i < 7; ++i)
+    for (int64_t j = 0; j < 9; ++j)
+      for (int64_t k = 0; k < 5; ++k) want[i * 9 + j] += a.data<float>()[i * 5 + k] * b.data<float>()[k * 9 + j];
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> c(7 * 9, 1.0f);
+      sgemm(ta, tb, 7, 9, 5, (ta ? at : a).data<float>(), ta ? 7 : 5, (tb ? bt : b).data<float>(), tb ? 5 : 9,
+            c.data(), 9, 0.5f);  // c = op(a) op(b) + 0.5 · 1
+      for (size_t i = 0; i < c.size(); ++i) EXPECT_NEAR(c[i], want[i] + 0.5f, 1e-5f) << ta << tb << i;
+    }
+  std::vector<float> c(6, 3.0f);
+  sgemm(false, false, 2, 3, 0, nullptr, 1, nullptr, 3, c.data(), 3, 0.0f);  // k = 0: c = 0
+  for (float v : c) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(CompressLinalg, SpdInverseOfASingularMatrixAddsARidge) {
