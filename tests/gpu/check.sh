@@ -47,9 +47,15 @@ fi
 mkdir -p "$BIN_DIR/tests"
 cp "$STAGE/bin/cmha" "$BIN_DIR/cmha"
 cp "$STAGE/bin/cmha_tests" "$BIN_DIR/tests/cmha_tests"
-export LD_LIBRARY_PATH="$STAGE/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 CMHA=$BIN_DIR/cmha
 PY=$(command -v python3)
+# cmha opens libcudnn.so.9 and libnccl.so.2 by name (dlopen); the CUDA toolkit
+# here has neither, PyTorch's wheels do (site-packages/nvidia/{cudnn,nccl}/lib).
+TORCH_LIBS=$("$PY" -c 'import glob, os, site
+dirs = [d for p in site.getsitepackages() for d in glob.glob(os.path.join(p, "nvidia", "*", "lib"))
+        if os.path.basename(os.path.dirname(d)) in ("cudnn", "nccl")]
+print(":".join(dirs))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$STAGE/lib:/usr/local/cuda/lib64${TORCH_LIBS:+:$TORCH_LIBS}:${LD_LIBRARY_PATH:-}"
 
 # ---- 1. the machine ------------------------------------------------------------------
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1 | tee -a "$LOG" ||
@@ -58,7 +64,7 @@ timeout 60 "$CMHA" info --devices 2>&1 | tee -a "$LOG"
 
 # ---- 2. parity ---------------------------------------------------------------------------
 say "parity suite"
-timeout 300 "$BIN_DIR/tests/cmha_tests" --gtest_filter='CudaParity*:CudaRuntime*:NcclOneGpu*' \
+timeout 300 "$BIN_DIR/tests/cmha_tests" --gtest_filter='CudaParity*:CudaRuntime*:NcclOneGpu*:FusedAttentionPlan*' \
   --gtest_output="xml:$OUT/parity.xml" >"$OUT/parity.log" 2>&1
 rc=$?
 grep -E '^\[  (FAILED|PASSED|SKIPPED) |tests ran' "$OUT/parity.log" | tee -a "$LOG"
