@@ -158,20 +158,22 @@ NcclCommunicator::~NcclCommunicator() {
   if (s.stream) cudaStreamDestroy(s.stream);
 }
 
-std::unique_ptr<Request> NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
-  State& s = *state_;
+namespace {
+// In-place all-reduce of `count` elements of `type` on the collective stream.
+std::unique_ptr<Request> all_reduce_on(NcclCommunicator::State& s, void* data, size_t count, ncclDataType_t type,
+                                       ncclRedOp_t op, const char* name) {
   s.order_after_compute();
-  check_nccl(nccl().all_reduce(data, data, count, ncclFloat32, nccl_op(op), s.comm, s.stream), "ncclAllReduce",
-             s.what("all-reduce"));
-  return std::make_unique<NcclRequest>(s.finished("all-reduce"), s.compute);
+  check_nccl(nccl().all_reduce(data, data, count, type, op, s.comm, s.stream), "ncclAllReduce", s.what(name));
+  return std::make_unique<NcclRequest>(s.finished(name), s.compute);
+}
+}  // namespace
+
+std::unique_ptr<Request> NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
+  return all_reduce_on(*state_, data, count, ncclFloat32, nccl_op(op), "all-reduce");
 }
 
 std::unique_ptr<Request> NcclCommunicator::all_reduce_async(bf16* data, size_t count, ReduceOp op) {
-  State& s = *state_;
-  s.order_after_compute();
-  check_nccl(nccl().all_reduce(data, data, count, ncclBfloat16, nccl_op(op), s.comm, s.stream), "ncclAllReduce",
-             s.what("bf16 all-reduce"));
-  return std::make_unique<NcclRequest>(s.finished("bf16 all-reduce"), s.compute);
+  return all_reduce_on(*state_, data, count, ncclBfloat16, nccl_op(op), "bf16 all-reduce");
 }
 
 std::unique_ptr<Request> NcclCommunicator::broadcast_async(float* data, size_t count, int root) {

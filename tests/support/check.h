@@ -56,6 +56,9 @@ CommandResult run_cmha(const std::string& args);
 // The message of the cmha::Error that f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
 
+// An environment of exactly these variables, as dist::launch_from_environment reads one.
+std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars);
+
 // A fresh temporary directory for a test, removed by the caller if wanted.
 std::string temp_dir(const std::string& tag);
 

@@ -14,17 +14,11 @@
 #include "train/gradient_buckets.h"
 
 using namespace cmha;
+using test::env_of;
 using test::error_of;
 
 namespace {
 
-dist::GetEnv env_of(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "dist/launch.h"
@@ -22,6 +23,7 @@
 #endif
 
 using namespace cmha;
+using test::env_of;
 using test::error_of;
 using namespace std::chrono_literals;
 
@@ -29,13 +31,6 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-dist::GetEnv env_of(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 // A port nobody listens on right now (the kernel's pick, released again).
 int free_port() {
@@ -89,6 +84,8 @@ TEST(Rendezvous, TheBackendFollowsTheLauncher) {
   const dist::Launch two = torchrun(0, 2, 29500);
   EXPECT_TRUE(contains(error_of([&] { dist::make_communicator("mpi", two); }),
                        "torchrun started 2 processes (WORLD_SIZE=2) without MPI but train.dist_backend is mpi"));
+  EXPECT_TRUE(contains(error_of([&] { dist::make_communicator("gloo", two, Device::cuda(0)); }),
+                       "train.dist_backend=gloo exchanges host memory, but train.device is cuda:0: use nccl"));
   dist::Launch no_master = two;
   no_master.master_addr.clear();
   const std::string e = error_of([&] { dist::make_communicator("auto", no_master); });
@@ -140,9 +137,22 @@ TEST(Rendezvous, WaitsAreBoundedAndNamed) {
   dist::TcpStore alone("127.0.0.1", port, true, 300ms, "rank 0 of 2");
   const std::string waited = error_of([&] { alone.get("cmha/x", "rank 1 has not joined"); });
   EXPECT_TRUE(contains(waited, "waited 0.3 s for 'cmha/x' (rank 1 has not joined)")) << waited;
+  // A key past the store's limit is refused before it is sent.
+  EXPECT_TRUE(contains(error_of([&] { alone.set(std::string(dist::TcpStore::kMaxKeyBytes + 1, 'k'), "v"); }),
+                       "key or value too long"));
   // The port is taken: a second server says so.
   EXPECT_TRUE(contains(error_of([&] { dist::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
                        "rank 0 cannot listen on port " + std::to_string(port)));
+}
+
+TEST(Rendezvous, ARankZeroThatExitsIsNamed) {
+  const int port = free_port();
+  auto server = std::make_unique<dist::TcpStore>("127.0.0.1", port, true, 10s, "rank 0 of 2");
+  dist::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
+  server.reset();  // rank 0 gone: its store closes every connection
+  const std::string e = error_of([&] { client.get("never"); });
+  EXPECT_TRUE(contains(e, "rank 1 of 2") && (contains(e, "rank 0 closed the connection") || contains(e, "rank 0 has exited")))
+      << e;
 }
 
 #ifdef CMHA_WITH_GLOO
