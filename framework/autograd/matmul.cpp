@@ -63,9 +63,41 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+namespace {
+
+// When b is shared across a's trailing batch dims (b's size 1 there: the
+// shared keys of multi-query, grouped and collaborative attention) and a is
+// contiguous, those dims fold into a's rows: [..., G, M, K] @ [..., 1, K, N]
+// is one [..., G·M, K] @ [..., K, N] GEMM. Its backward then gets dB from one
+// GEMM over G·M rows instead of G products summed afterwards. Undefined when
+// there is nothing to fold.
+Tensor matmul_folding_shared_b(const Tensor& a, const Tensor& b) {
+  const int64_t n = std::max(a.dim(), b.dim());
+  if (a.dim() < 3 || a.dim() < b.dim() || b.dim() < 2 || !a.is_contiguous() || a.size(-1) != b.size(-2) ||
+      a.dtype() != b.dtype())
+    return Tensor();  // the plain path (and its errors)
+  Tensor bp = b;
+  while (bp.dim() < n) bp = bp.unsqueeze(0);
+  int64_t first = n - 2, rows = a.size(-2);  // a's dims [first, n-2) fold into its rows
+  while (first > 0 && bp.size(first - 1) == 1) rows *= a.size(--first);
+  if (first == n - 2 || rows == a.size(-2)) return Tensor();
+  Shape a_shape(a.shape().begin(), a.shape().begin() + first);
+  a_shape.push_back(rows);
+  a_shape.push_back(a.size(-1));
+  for (int64_t d = n - 3; d >= first; --d) bp = bp.squeeze(d);
+  Shape out_shape = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                     Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  return matmul(a.view(a_shape), bp).view(out_shape);
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_matmul_operand(a, "matmul");
   check_matmul_operand(b, "matmul");
+  if (Tensor folded = matmul_folding_shared_b(a, b); folded.defined()) return folded;
   Tensor out = matmul_forward(a.detach(), b.detach());
   if (autograd::needs_grad({a, b})) {
     // dA = g · Bᵀ, dB = Aᵀ · g, then undo batch broadcasting: each side needs only the other.

@@ -70,6 +70,13 @@ Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 // seed whatever the thread count. Identity when !training or p == 0.
 Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
 
+// ---- collaborative_queries.cpp ----
+// Collaborative attention's per-head queries with the content-bias columns
+// (backend/attention.h): q [B, Tq, D̃k], mixing [H, D̃k] ->
+// [B, H, Tq, D̃k + H] = [scale · q ⊙ mixing_h, scale · e_h]. Differentiable
+// in q and mixing; the e_h columns are constants.
+Tensor collaborative_queries(const Tensor& q, const Tensor& mixing, float scale);
+
 // ---- embedding.cpp ----
 // weight[V, D], ids (i32/i64)[...] -> [..., D]; backward scatter-adds into rows.
 Tensor embedding(const Tensor& weight, const Tensor& ids);

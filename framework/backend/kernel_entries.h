@@ -9,6 +9,8 @@
   X(activation, relu_backward) \
   X(activation, gelu) \
   X(activation, gelu_backward) \
+  X(attention, collaborative_queries) \
+  X(attention, collaborative_queries_backward) \
   X(buckets, pack) \
   X(buckets, unpack) \
   X(buckets, scale) \

@@ -13,6 +13,7 @@
 // device, never a silent fallback to the CPU. Each family of entries is one
 // header beside this one (the struct and what each entry promises).
 #include "backend/activation.h"
+#include "backend/attention.h"
 #include "backend/copy.h"
 #include "backend/dropout.h"
 #include "backend/elementwise.h"
@@ -38,6 +39,7 @@ namespace cmha::backend {
 struct KernelTable {
   const char* device_name = "";
   ActivationKernels activation;
+  AttentionKernels attention;
   BucketsKernels buckets;
   CopyKernels copy;
   DropoutKernels dropout;

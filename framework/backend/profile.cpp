@@ -72,8 +72,10 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double wall_secon
   const double per_step = 1e3 / static_cast<double>(std::max<int64_t>(steps, 1));  // s in all -> ms per step
   const double wall = std::max(wall_seconds, 1e-12);
   std::string out;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-28s %-9s %8s %10s %7s %9s\n", "kernel", "phase", "calls", "ms/step", "step",
+  char line[512];
+  int w = 28;  // the kernel column fits the longest name shown
+  for (size_t i = 0; i < rows.size() && i < max_rows; ++i) w = std::max(w, static_cast<int>(rows[i].entry.size()));
+  std::snprintf(line, sizeof line, "%-*s %-9s %8s %10s %7s %9s\n", w, "kernel", "phase", "calls", "ms/step", "step",
                 "GFLOP/s");
   out += line;
   double kernels = 0, rest_s = 0;
@@ -88,13 +90,13 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double wall_secon
     }
     char gflops[32] = "";
     if (r.flops > 0 && r.seconds > 0) std::snprintf(gflops, sizeof gflops, "%.1f", r.flops / r.seconds / 1e9);
-    std::snprintf(line, sizeof line, "%-28s %-9s %8lld %10.2f %6.1f%% %9s\n", r.entry.c_str(), r.phase.c_str(),
+    std::snprintf(line, sizeof line, "%-*s %-9s %8lld %10.2f %6.1f%% %9s\n", w, r.entry.c_str(), r.phase.c_str(),
                   static_cast<long long>(r.calls / std::max<int64_t>(steps, 1)), r.seconds * per_step,
                   100.0 * r.seconds / wall, gflops);
     out += line;
   }
   if (rest_calls > 0) {
-    std::snprintf(line, sizeof line, "%-28s %-9s %8lld %10.2f %6.1f%%\n", "(other kernels)", "",
+    std::snprintf(line, sizeof line, "%-*s %-9s %8lld %10.2f %6.1f%%\n", w, "(other kernels)", "",
                   static_cast<long long>(rest_calls / std::max<int64_t>(steps, 1)), rest_s * per_step,
                   100.0 * rest_s / wall);
     out += line;
@@ -102,10 +104,10 @@ std::string profile_table(const std::vector<ProfileRow>& rows, double wall_secon
   double gemm_flops = 0, gemm_s = 0;
   for (const ProfileRow& r : rows)
     if (r.flops > 0) gemm_flops += r.flops, gemm_s += r.seconds;
-  std::snprintf(line, sizeof line, "%-28s %-9s %8s %10.2f %6.1f%%\n", "all kernels", "", "", kernels * per_step,
+  std::snprintf(line, sizeof line, "%-*s %-9s %8s %10.2f %6.1f%%\n", w, "all kernels", "", "", kernels * per_step,
                 100.0 * kernels / wall);
   out += line;
-  std::snprintf(line, sizeof line, "%-28s %-9s %8s %10.2f %6.1f%%\n", "outside kernels", "", "",
+  std::snprintf(line, sizeof line, "%-*s %-9s %8s %10.2f %6.1f%%\n", w, "outside kernels", "", "",
                 std::max(0.0, wall - kernels) * per_step, 100.0 * std::max(0.0, wall - kernels) / wall);
   out += line;
   std::snprintf(line, sizeof line, "step: %.2f ms (%lld steps); GEMMs %.1f%% of it at %.1f GFLOP/s\n",

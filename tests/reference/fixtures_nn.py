@@ -1,4 +1,4 @@
-"""Fixtures for softmax, log_softmax, layer_norm, relu and gelu.
+"""Fixtures for softmax, log_softmax, layer_norm, relu, gelu and collaborative_queries.
 
 dropout has none: its mask comes from our own Philox stream, so it is tested
 by its statistics and invariants in tests/unit/nn_ops_test.cpp instead.
@@ -10,6 +10,16 @@ import torch.nn.functional as F
 def rnd(*shape, seed, scale=1.0, shift=0.0):
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(shape, generator=g) * 2 - 1) * scale + shift
+
+
+# Collaborative attention's per-head queries with the content-bias columns:
+# q [B, Tq, D~k], mixing [H, D~k] -> [B, H, Tq, D~k + H].
+def collaborative_queries(q, m, scale=0.37):
+    B, Tq, Dk = q.shape
+    H = m.shape[0]
+    mixed = scale * q.unsqueeze(1) * m.view(1, H, 1, Dk)
+    onehot = (scale * torch.eye(H)).view(1, H, 1, H).expand(B, H, Tq, H)
+    return torch.cat([mixed, onehot], dim=-1)
 
 
 def generate(emit):
@@ -26,3 +36,5 @@ def generate(emit):
     emit("relu", {"x": rnd(4, 6, seed=111, scale=2)}, torch.relu)
     emit("gelu_erf", {"x": rnd(4, 6, seed=112, scale=5)}, lambda x: F.gelu(x))
     emit("gelu_tanh", {"x": rnd(4, 6, seed=113, scale=5)}, lambda x: F.gelu(x, approximate="tanh"))
+    emit("collaborative_queries", {"q": rnd(2, 5, 6, seed=114, scale=2), "m": rnd(3, 6, seed=115, shift=0.5)},
+         collaborative_queries)

@@ -6,6 +6,7 @@ const backend::KernelTable& kernel_table() {
   static const backend::KernelTable table = {
       .device_name = "CPU",
       .activation = activation_kernels(),
+      .attention = attention_kernels(),
       .buckets = buckets_kernels(),
       .copy = copy_kernels(),
       .dropout = dropout_kernels(),

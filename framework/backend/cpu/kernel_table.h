@@ -8,6 +8,7 @@ namespace cmha::cpu {
 const backend::KernelTable& kernel_table();
 
 backend::ActivationKernels activation_kernels();
+backend::AttentionKernels attention_kernels();
 backend::BucketsKernels buckets_kernels();
 backend::CopyKernels copy_kernels();
 backend::DropoutKernels dropout_kernels();

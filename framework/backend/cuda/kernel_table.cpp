@@ -8,6 +8,7 @@ const backend::KernelTable& kernel_table() {
     t.device_name = "CUDA";
     // One line per family, as each family's kernels land.
     t.activation = activation_kernels();
+    t.attention = attention_kernels();
     t.buckets = buckets_kernels();
     t.copy = copy_kernels();
     t.dropout = dropout_kernels();

@@ -11,6 +11,7 @@ namespace cmha::cuda {
 const backend::KernelTable& kernel_table();
 
 backend::ActivationKernels activation_kernels();
+backend::AttentionKernels attention_kernels();
 backend::BucketsKernels buckets_kernels();
 backend::CopyKernels copy_kernels();
 backend::DropoutKernels dropout_kernels();

@@ -48,21 +48,19 @@ CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64
 
 Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                        AttentionCache* cache) {
-  const int64_t H = cfg_.heads, Dk = cfg_.key_dim;
-  const int64_t B = query.size(0), Tq = query.size(1);
-  Tensor q = query_proj->forward(query);                                        // [B, Tq, D̃k]
-  Tensor m = mul_scalar(mixing, scale_).view({1, H, 1, Dk});                     // [1, H, 1, D̃k]
-  Tensor qh = mul(q.view({B, 1, Tq, Dk}), m);                                   // [B, H, Tq, D̃k]
+  const int64_t H = cfg_.heads;
+  Tensor q = query_proj->forward(query);                      // [B, Tq, D̃k]
+  Tensor qh = collaborative_queries(q, mixing, scale_);         // [B, H, Tq, D̃k + H]
   Tensor keys, v;  // keys [B, Tk, D̃k + H]: shared keys then the per-head content bias
   const int64_t offset = cached_keys_values(cache, keys, v, [&](Tensor& kk, Tensor& vv) {
     // One GEMM for keys and content bias: [D̃k + H, D] stacked weights.
     kk = linear(source, concat({key_proj->weight, content_bias->weight}, 0));
-    vv = split_heads(value_proj->forward(source), H);                               // [B, H, Tk, dv]
+    vv = split_heads(value_proj->forward(source), H);  // [B, H, Tk, dv]
   }, 1, 2);
-  const int64_t Tk = keys.size(1);
-  Tensor k = keys.slice(2, 0, Dk).unsqueeze(1);                                  // [B, 1, Tk, D̃k]
-  Tensor bias = mul_scalar(keys.slice(2, Dk, Dk + H).transpose(1, 2), scale_);  // [B, H, Tk]
-  Tensor scores = add(matmul(qh, k.transpose(-1, -2)), bias.view({B, H, 1, Tk}));  // [B, H, Tq, Tk]
+  // Every head against the one shared key tensor: qh's e_h columns pick head
+  // h's content bias, so this single GEMM ([B, H·Tq, D̃k + H] @ [B, D̃k + H, Tk],
+  // matmul folds the heads into the rows) is the whole score, bias included.
+  Tensor scores = matmul(qh, keys.unsqueeze(1).transpose(-1, -2));  // [B, H, Tq, Tk]
   Tensor probs = attention_weights(scores, mask, offset, *attn_drop_);
   return merge_heads(matmul(probs, v));
 }

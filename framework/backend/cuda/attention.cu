@@ -1,0 +1,105 @@
+// CUDA kernels: attention (entries of backend/attention.h), in the CPU
+// kernel's summation order (dq over heads in order; dmixing over fixed
+// 64-row chunks whose sums are added in order).
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernel_table.h"
+
+namespace cmha::cuda {
+
+namespace {
+
+constexpr int64_t kChunkRows = 64;  // as backend/cpu/attention.cpp
+
+// out[n, h, t, :] = [scale · q[n, t, :] ⊙ mixing[h, :], scale · e_h], one thread per element.
+__global__ void queries_kernel(const float* q, const float* mixing, float* out, int64_t H, int64_t Tq, int64_t Dk,
+                               int64_t n, float scale) {
+  const int64_t W = Dk + H;
+  CMHA_GRID_STRIDE(i, n) {
+    const int64_t d = i % W, row = i / W;  // row = (b·H + h)·Tq + t
+    const int64_t t = row % Tq, h = (row / Tq) % H, b = row / (Tq * H);
+    out[i] = d < Dk ? q[(b * Tq + t) * Dk + d] * (scale * mixing[h * Dk + d]) : (d - Dk == h ? scale : 0.0f);
+  }
+}
+
+// dq[r, d] = scale · Σ_h g[b, h, t, d] · mixing[h, d] for row r = b·Tq + t.
+__global__ void dq_kernel(const float* mixing, const float* g, float* dq, int64_t H, int64_t Tq, int64_t Dk,
+                          int64_t n, float scale) {
+  const int64_t W = Dk + H;
+  CMHA_GRID_STRIDE(i, n) {
+    const int64_t d = i % Dk, r = i / Dk, b = r / Tq, t = r % Tq;
+    float s = 0.0f;
+    for (int64_t h = 0; h < H; ++h) s += g[((b * H + h) * Tq + t) * W + d] * mixing[h * Dk + d];
+    dq[i] = s * scale;
+  }
+}
+
+// partial[c, h, d] = Σ_{r in chunk c} g[b, h, t, d] · q[r, d] (rows in order).
+__global__ void dmixing_partial_kernel(const float* q, const float* g, float* partial, int64_t H, int64_t Tq,
+                                       int64_t Dk, int64_t rows, int64_t n) {
+  const int64_t W = Dk + H;
+  CMHA_GRID_STRIDE(i, n) {
+    const int64_t d = i % Dk, h = (i / Dk) % H, c = i / (Dk * H);
+    const int64_t r1 = min(rows, (c + 1) * kChunkRows);
+    float s = 0.0f;
+    for (int64_t r = c * kChunkRows; r < r1; ++r) {
+      const int64_t b = r / Tq, t = r % Tq;
+      s += g[((b * H + h) * Tq + t) * W + d] * q[r * Dk + d];
+    }
+    partial[i] = s;
+  }
+}
+
+// dmixing[h, d] = scale · Σ_c partial[c, h, d], chunks in order.
+__global__ void dmixing_total_kernel(const float* partial, float* dmixing, int64_t chunks, int64_t n, float scale) {
+  CMHA_GRID_STRIDE(i, n) {
+    float s = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[c * n + i];
+    dmixing[i] = s * scale;
+  }
+}
+
+void collaborative_queries(const Tensor& q, const Tensor& mixing, const Tensor& out, float scale) {
+  constexpr const char* kName = "attention.collaborative_queries";
+  const int64_t Tq = q.size(1), Dk = q.size(2), H = mixing.size(0), n = out.numel();
+  if (n == 0) return;
+  queries_kernel<<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(
+      device_data<float>(q, kName), device_data<float>(mixing, kName), device_data<float>(out, kName), H, Tq, Dk, n,
+      scale);
+  check_launch("attention.collaborative_queries");
+}
+
+void collaborative_queries_backward(const Tensor& q, const Tensor& mixing, const Tensor& g, const Tensor& dq,
+                                    const Tensor& dmixing, float scale) {
+  const int64_t Tq = q.size(1), Dk = q.size(2), H = mixing.size(0), rows = q.size(0) * Tq;
+  const cudaStream_t stream = launch_stream(g);
+  const auto* pq = device_data<float>(q, "attention.collaborative_queries_backward");
+  const auto* pm = device_data<float>(mixing, "attention.collaborative_queries_backward");
+  const auto* pg = device_data<float>(g, "attention.collaborative_queries_backward");
+  if (dq.defined() && dq.numel() > 0) {
+    auto* pdq = device_data<float>(dq, "attention.collaborative_queries_backward");
+    dq_kernel<<<blocks_for(dq.numel()), kThreads, 0, stream>>>(pm, pg, pdq, H, Tq, Dk, dq.numel(), scale);
+    check_launch("attention.collaborative_queries_backward dq");
+  }
+  if (!dmixing.defined() || dmixing.numel() == 0) return;
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows, n = H * Dk;
+  Tensor partial = Tensor::empty({std::max<int64_t>(1, chunks * n)}, DType::f32, g.device());  // [chunks, H, D̃k]
+  auto* pp = static_cast<float*>(partial.raw_data());
+  if (chunks > 0) {
+    dmixing_partial_kernel<<<blocks_for(chunks * n), kThreads, 0, stream>>>(pq, pg, pp, H, Tq, Dk, rows, chunks * n);
+    check_launch("attention.collaborative_queries_backward dmixing partial");
+  }
+  float* pdm = device_data<float>(dmixing, "attention.collaborative_queries_backward");
+  dmixing_total_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pp, pdm, chunks, n, scale);
+  check_launch("attention.collaborative_queries_backward dmixing");
+}
+
+}  // namespace
+
+backend::AttentionKernels attention_kernels() {
+  backend::AttentionKernels k;
+  k.collaborative_queries = collaborative_queries;
+  k.collaborative_queries_backward = collaborative_queries_backward;
+  return k;
+}
+
+}  // namespace cmha::cuda
