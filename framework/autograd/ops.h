@@ -91,6 +91,20 @@ enum class Reduction { none, sum, mean };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float label_smoothing = 0.0f,
                      int64_t ignore_index = -100, Reduction reduction = Reduction::mean);
 
+// ---- linear_cross_entropy.cpp ----
+// cross_entropy(linear(x, w), target, ...) without the [N, V] logits: the
+// output projection and the loss run in chunks of rows, the gradient rows kept
+// once in the GEMM's dtype (bf16 under autocast). x [N, D], w [V, D], target
+// (i32/i64) [N]; reduction sum or mean. Also the argmax of each row's logits
+// (i64 [N], not differentiable: the predictions for an accuracy count).
+struct LinearCrossEntropy {
+  Tensor loss;         // []
+  Tensor predictions;  // i64 [N]
+};
+LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& target,
+                                        float label_smoothing = 0.0f, int64_t ignore_index = -100,
+                                        Reduction reduction = Reduction::mean);
+
 // ---- soft_cross_entropy.cpp ----
 // Cross-entropy against soft targets [..., C] (class probabilities, such as
 // mixup/CutMix labels) with label smoothing folded in as PyTorch does:

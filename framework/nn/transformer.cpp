@@ -108,6 +108,11 @@ Tensor Transformer::encode(const Tensor& src, const Tensor& src_pad) const {
 }
 
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_pad, DecoderCache* cache) const {
+  return linear(decode_states(tgt, memory, src_pad, cache), output_weight);  // [B, T, V]
+}
+
+Tensor Transformer::decode_states(const Tensor& tgt, const Tensor& memory, const Tensor& src_pad,
+                                  DecoderCache* cache) const {
   const int64_t first = cache ? cache->steps : 0;
   Tensor x = embed(*tgt_embed, tgt_positions.get(), tgt, first);
   AttentionMask memory_mask;
@@ -117,11 +122,15 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Tensor
                                    cache ? &cache->cross_attn[i] : nullptr);
   if (decoder_norm) x = decoder_norm->forward(x);
   if (cache) cache->steps += tgt.size(1);
-  return linear(x, output_weight);  // [B, T, V]
+  return x;  // [B, T, D]
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& src_pad, const Tensor& tgt) const {
   return decode(tgt, encode(src, src_pad), src_pad);
+}
+
+Tensor Transformer::forward_states(const Tensor& src, const Tensor& src_pad, const Tensor& tgt) const {
+  return decode_states(tgt, encode(src, src_pad), src_pad);
 }
 
 DecoderCache Transformer::new_cache() const {

@@ -68,6 +68,12 @@ class Transformer : public Module {
   // tgt [B, T] ids (only the new positions when a cache is given) -> logits [B, T, V]
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_pad, DecoderCache* cache = nullptr) const;
   Tensor forward(const Tensor& src, const Tensor& src_pad, const Tensor& tgt) const;  // -> [B, T, V]
+  // decode and forward without the output projection: the decoder's final
+  // states [B, T, D], for a loss fused with it (linear_cross_entropy with
+  // output_weight).
+  Tensor decode_states(const Tensor& tgt, const Tensor& memory, const Tensor& src_pad,
+                       DecoderCache* cache = nullptr) const;
+  Tensor forward_states(const Tensor& src, const Tensor& src_pad, const Tensor& tgt) const;
   DecoderCache new_cache() const;
   const TransformerConfig& config() const { return cfg_; }
 

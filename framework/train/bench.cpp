@@ -75,8 +75,8 @@ BenchModel transformer_bench(const Recipe& recipe, Generator& init_gen, Generato
   b.attention = cfg.encoder_attention.type;
   b.units_per_rank = B * (T - 1);
   b.loss = [=] {
-    Tensor logits = m->forward(src, src_pad, tgt_in);  // [B, T-1, V]
-    return cross_entropy(logits.view({-1, cfg.tgt_vocab}), labels, smoothing);
+    Tensor states = m->forward_states(src, src_pad, tgt_in);  // [B, T-1, D], projected inside the loss as in training
+    return linear_cross_entropy(states.view({-1, cfg.d_model}), m->output_weight, labels, smoothing).loss;
   };
   b.module = std::move(model);
   return b;

@@ -285,15 +285,16 @@ BatchLoss TranslationTask::next_batch_loss() {
   if (was_ahead) await_copies_ahead(device_);
   const data::TranslationBatch& b = batch.device;
   model_->train();
-  Tensor logits = model_->forward(b.src, b.src_pad, b.tgt_in);  // [B, T, V]
-  const int64_t V = logits.size(2);
-  Tensor flat = logits.reshape({-1, V});
-  Tensor target = b.tgt_out.reshape({-1});
+  Tensor states = model_->forward_states(b.src, b.src_pad, b.tgt_in);  // [B, T, D]
+  // The output projection and the loss in one op: no [B·T, V] logits stored.
+  const LinearCrossEntropy fused =
+      linear_cross_entropy(states.reshape({-1, states.size(2)}), model_->output_weight, b.tgt_out.reshape({-1}),
+                           label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum);
   BatchLoss out;
-  out.loss_sum = cross_entropy(flat, target, label_smoothing_, data::SentencePieceVocab::kPad, Reduction::sum);
+  out.loss_sum = fused.loss;
   out.units = b.tgt_tokens;
   // [B·T] predictions, read after the backward pass is queued.
-  out.count_correct = [pred = argmax(flat.detach(), 1), y = batch.host.tgt_out.reshape({-1})] {
+  out.count_correct = [pred = fused.predictions, y = batch.host.tgt_out.reshape({-1})] {
     return count_correct(pred, y);
   };
   // The forward pass is queued: make and send the next batch while the GPU runs it.

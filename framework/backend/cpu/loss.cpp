@@ -62,9 +62,7 @@ void cross_entropy_forward(const Tensor& zt, const Tensor& target, const Tensor&
       continue;
     }
     const float* z = pz + i * C;
-    float m = z[0];
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 1; c < C; ++c) m = std::max(m, z[c]);
+    const float m = vec::row_max(z, C);
     float sum_exp = 0.0f, sum_shifted = 0.0f;  // Σ exp(z - m), Σ (z - m)
 #pragma omp simd reduction(+ : sum_exp, sum_shifted)
     for (int64_t c = 0; c < C; ++c) {
@@ -125,9 +123,7 @@ void soft_cross_entropy_forward(const Tensor& zt, const Tensor& qt, const Tensor
   for (int64_t i = 0; i < N; ++i) {
     const float* z = pz + i * C;
     const float* q = pq + i * C;
-    float m = z[0];
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 1; c < C; ++c) m = std::max(m, z[c]);
+    const float m = vec::row_max(z, C);
     float sum_exp = 0.0f;
 #pragma omp simd reduction(+ : sum_exp)
     for (int64_t c = 0; c < C; ++c) sum_exp += vec::exp(z[c] - m);
