@@ -1,4 +1,4 @@
-"""Fixtures for embedding, cross_entropy, masked_fill, concat, split and gather."""
+"""Fixtures for embedding, cross_entropy, linear_cross_entropy, masked_fill, concat, split and gather."""
 import torch
 import torch.nn.functional as F
 
@@ -39,6 +39,14 @@ def generate(emit):
     for red in ("none", "mean"):
         emit(f"cross_entropy_btc_{red}", {"z": rnd(2, 3, 5, seed=104) * 2, "t": t3},
              lambda z, t, red=red: cross_entropy_last_dim(z, t, label_smoothing=0.1, reduction=red))
+    # ---- linear_cross_entropy: the output projection and the loss in one op;
+    # every tenth row from 3 and from 9 is padding (ignore_index 0), 40 rows, 11 classes.
+    t = torch.tensor([5, 1, 7, 0, 10, 2, 3, 9, 4, 0] * 4)
+    for red in ("sum", "mean"):
+        emit(f"linear_cross_entropy_{red}",
+             {"x": rnd(40, 6, seed=300) * 2, "w": rnd(11, 6, seed=301), "t": t},
+             lambda x, w, t, red=red: F.cross_entropy(x @ w.t(), t, ignore_index=0, label_smoothing=0.1,
+                                                      reduction=red))
 
     # ---- masked_fill: mask [3, 1] broadcast over x [2, 3, 4].
     emit("masked_fill_broadcast", {"x": rnd(2, 3, 4, seed=105), "mask": torch.tensor([[True], [False], [True]])},
