@@ -50,15 +50,17 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
+Node& record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
   node->sequence = g_sequence.fetch_add(1);
   node->out_shape = out.shape();
+  Node& recorded = *node;
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = true;
+  return recorded;
 }
 
 void run_backward(const Tensor& root, const Tensor& grad) {
@@ -78,13 +80,16 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     int remaining = 0;
   };
   std::unordered_map<TensorImpl*, LeafState> leaves;
-  auto deliver_to_leaf = [&](LeafState& ls, Tensor g) {
-    ls.pending = ls.pending.defined() ? add(ls.pending, g) : std::move(g);
+  auto leaf_delivered = [&](LeafState& ls) {
     if (--ls.remaining > 0) return;
     TensorImpl& impl = ls.tensor.impl();
     Tensor total = impl.grad ? add(Tensor(impl.grad), ls.pending) : owned(std::move(ls.pending));
     impl.grad = total.impl_ptr();
     for (auto& hook : impl.grad_ready_hooks) hook(ls.tensor);
+  };
+  auto deliver_to_leaf = [&](LeafState& ls, Tensor g) {
+    ls.pending = ls.pending.defined() ? add(ls.pending, g) : std::move(g);
+    leaf_delivered(ls);
   };
 
   if (root.is_leaf()) {
@@ -133,6 +138,27 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     ready.pop();
     Tensor g = std::move(node_grads[n]);
     node_grads.erase(n);
+    if (n->accumulate && n->inputs.size() == 1 && input_wants_grad(n->inputs[0])) {
+      // Into the gradient already summed for the input, when nothing else holds it.
+      const Tensor& in = n->inputs[0];
+      Node* child = in.grad_fn().get();
+      Tensor* pending = nullptr;
+      if (child) {
+        auto it = node_grads.find(child);
+        if (it != node_grads.end()) pending = &it->second;
+      } else if (LeafState& ls = leaves.at(in.impl_ptr().get()); ls.pending.defined()) {
+        pending = &ls.pending;
+      }
+      if (pending && pending->impl_ptr().use_count() == 1 && pending->impl().storage.use_count() == 1) {
+        n->accumulate(*pending, g);
+        if (!child) leaf_delivered(leaves.at(in.impl_ptr().get()));
+        else if (--dependencies[child] == 0) ready.push(child);
+        n->backward = nullptr;
+        n->accumulate = nullptr;
+        n->inputs.clear();
+        continue;
+      }
+    }
     std::vector<Tensor> grads = n->backward(g);
     CMHA_CHECK(grads.size() == n->inputs.size(), std::string("backward of '") + n->name + "' returned " +
                                                      std::to_string(grads.size()) + " gradients for " +
@@ -157,6 +183,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     }
     // Free the graph: saved tensors and edges go now, not when the outputs die.
     n->backward = nullptr;
+    n->accumulate = nullptr;
     n->inputs.clear();
   }
 }

@@ -22,6 +22,13 @@ struct Node {
   BackwardFn backward;         // reset after use: the graph is freed by backward
   uint64_t sequence = 0;       // creation order; later nodes run first
   Shape out_shape;             // the gradient must have this shape
+  // Optional, for nodes of one input whose gradient touches only part of it
+  // (a slice): adds this node's gradient for g straight into `pending`, the
+  // gradient already summed for the input, in place. The engine calls it
+  // instead of `backward` when such a gradient exists and nothing else holds
+  // it, so the pieces of a split tensor cost their own size, not a full-size
+  // zero tensor and a full-size add each.
+  std::function<void(Tensor& pending, const Tensor& grad_out)> accumulate;
 };
 
 // Gradient recording is on by default, per thread.
@@ -87,8 +94,9 @@ class SavedTensor {
   uint64_t version_ = 0;
 };
 
-// Attaches a node to `out` (which then requires grad).
-void record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+// Attaches a node to `out` (which then requires grad); returns it (to set
+// Node::accumulate).
+Node& record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
 
 // Backpropagates `grad` (same shape as `root`) through root's graph.
 void run_backward(const Tensor& root, const Tensor& grad);

@@ -2,6 +2,7 @@
 // gradient back to the input's geometry.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -38,12 +39,51 @@ void record_reshape_backward(Tensor& out, const char* name, const Tensor& in) {
   autograd::record(out, name, {in}, [in_shape](const Tensor& g) { return std::vector<Tensor>{g.reshape(in_shape)}; });
 }
 
+// The strides that give `shape` the elements of a tensor of `old_shape` and
+// `old_strides` in the same row-major order without moving them, if any
+// (PyTorch's computeStride): each run of old dims that are contiguous with
+// one another may be split or merged freely, never merged with its
+// neighbour. So a slice of the last dim, [B, T, 3D] -> [B, T, D] of stride
+// 3D, views as [B, T, H, D/H]; a transpose cannot merge its swapped dims.
+std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& shape) {
+  Shape out(shape.size(), 1);
+  if (shape_numel(old_shape) == 0 || old_shape.empty()) return contiguous_strides(shape);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_stride = old_strides.back(), old_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    old_numel *= old_shape[d];
+    // A run of old dims ends where the next one out is not laid out right after it.
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != old_numel * chunk_stride)) {
+      while (view_d >= 0 && (view_numel < old_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != old_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_stride = old_strides[d - 1];
+        old_numel = view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& requested) const {
   const Shape s = infer_shape(requested, numel(), *this, "view");
-  CMHA_CHECK(is_contiguous(), "view: " + describe() + " is not contiguous; use reshape(), which copies");
-  Tensor out = make_view(*this, s, contiguous_strides(s), offset());
+  if (is_contiguous()) {
+    Tensor out = make_view(*this, s, contiguous_strides(s), offset());
+    record_reshape_backward(out, "view", *this);
+    return out;
+  }
+  const std::optional<Shape> strides = view_strides(shape(), this->strides(), s);
+  CMHA_CHECK(strides.has_value(), "view: " + describe() + " cannot be viewed as " + shape_str(s) +
+                                      " without a copy (it merges dims that are not laid out one after the "
+                                      "other); use reshape(), which copies");
+  Tensor out = make_view(*this, s, *strides, offset());
   record_reshape_backward(out, "view", *this);
   return out;
 }
@@ -113,11 +153,17 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   if (autograd::needs_grad({*this})) {
     Shape in_shape = shape();
     DType dt = dtype();
-    autograd::record(out, "slice", {*this}, [in_shape, dt, d, start, end, step](const Tensor& g) {
-      Tensor full = Tensor::zeros(in_shape, dt, g.device());
-      full.slice(d, start, end, step).copy_(g);
-      return std::vector<Tensor>{full};
-    });
+    autograd::Node& node =
+        autograd::record(out, "slice", {*this}, [in_shape, dt, d, start, end, step](const Tensor& g) {
+          Tensor full = Tensor::zeros(in_shape, dt, g.device());
+          full.slice(d, start, end, step).copy_(g);
+          return std::vector<Tensor>{full};
+        });
+    // A later piece of the same tensor adds into the first one's full gradient.
+    node.accumulate = [d, start, end, step](Tensor& pending, const Tensor& g) {
+      Tensor region = pending.slice(d, start, end, step);
+      region.copy_(add(region, g));
+    };
   }
   return out;
 }

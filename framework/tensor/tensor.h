@@ -124,7 +124,8 @@ class Tensor {
 
   // ---- views (autograd-aware; share storage when possible) ----
   Tensor reshape(const Shape& shape) const;   // one dim may be -1; copies when not viewable
-  Tensor view(const Shape& shape) const;      // never copies; throws when not viewable
+  Tensor view(const Shape& shape) const;      // never copies; throws when not viewable (strided
+                                              // inputs view when no merged dims straddle a gap)
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& dims) const;

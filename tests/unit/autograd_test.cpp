@@ -7,6 +7,8 @@
 
 using namespace cmha;
 using cmha::test::all_close;
+using cmha::test::error_of;
+using cmha::test::random_tensor;
 
 TEST(Autograd, DiamondGraphSumsBothPaths) {
   Tensor x = Tensor::from_vector({1, 2, 3}, {3});
@@ -132,4 +134,57 @@ TEST(Autograd, DtypeConversionIsDifferentiable) {
   Tensor y = sum(mul(x.to(DType::bf16).to(DType::f32), x));
   y.backward();
   EXPECT_TRUE(all_close(x.grad(), mul_scalar(x.detach(), 2), 0.02f, 0.02f));
+}
+
+// A strided tensor views as any shape that splits or merges only dims laid
+// out one after the other: a slice of the last dim splits into heads; a
+// transpose cannot merge its swapped dims (the error says to reshape).
+TEST(Autograd, StridedViewsSplitButDoNotMergeAcrossGaps) {
+  Tensor x = random_tensor({2, 3, 12}, 120, -1, 1, true);
+  Tensor piece = x.slice(2, 4, 8);           // [2, 3, 4], strides (36, 12, 1)
+  Tensor heads = piece.view({2, 3, 2, 2});  // no copy
+  EXPECT_EQ(heads.strides(), (Shape{36, 12, 2, 1}));
+  EXPECT_EQ(heads.to_float_vector(), piece.contiguous().view({2, 3, 2, 2}).to_float_vector());
+  Tensor merged = x.slice(2, 0, 6).view({6, 6});  // rows of 6 out of 12: merging (2, 3) is fine
+  EXPECT_EQ(merged.strides(), (Shape{12, 1}));
+  EXPECT_NE(error_of([&] { x.transpose(1, 2).view({2, 36}); }).find("use reshape()"), std::string::npos);
+  EXPECT_NE(error_of([&] { piece.view({2, 12}); }).find("cannot be viewed as [2, 12]"), std::string::npos);
+  // The view's gradient lands on the slice's elements only.
+  (heads * 3.0f).backward(Tensor::ones({2, 3, 2, 2}));
+  std::vector<float> want(72, 0.0f);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 4; j < 8; ++j) want[i * 12 + j] = 3.0f;
+  EXPECT_EQ(x.grad().to_float_vector(), want);
+}
+
+// The pieces of a split tensor add their gradients into one full-size
+// gradient in place (Node::accumulate); overlapping and strided slices and a
+// piece that also reaches the tensor another way must sum as the plain rule.
+TEST(Autograd, SlicesOfOneTensorSumTheirGradientsInPlace) {
+  Tensor x = random_tensor({4, 10}, 121, -1, 1, true);
+  Tensor g1 = random_tensor({4, 3}, 122), g2 = random_tensor({4, 5}, 123), g3 = random_tensor({4, 3}, 124),
+         g4 = random_tensor({4, 10}, 125);
+  auto loss = [&](const Tensor& t) {
+    Tensor y = t * 2.0f;  // a node between x and the slices, so they meet at a node's gradient
+    return add(add(sum(mul(y.slice(1, 0, 3), g1)), sum(mul(y.slice(1, 2, 7), g2))),
+               add(sum(mul(y.slice(1, 1, 10, 4), g3)), sum(mul(y, g4))));
+  };
+  loss(x).backward();
+  const std::vector<float> got = x.grad().to_float_vector();
+  std::vector<float> want(40, 0.0f);
+  const std::vector<float> a = g1.to_float_vector(), b = g2.to_float_vector(), c = g3.to_float_vector(),
+                           d = g4.to_float_vector();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 10; ++j) {
+      float v = d[i * 10 + j];
+      if (j < 3) v += a[i * 3 + j];
+      if (j >= 2 && j < 7) v += b[i * 5 + j - 2];
+      if (j % 4 == 1) v += c[i * 3 + j / 4];
+      want[i * 10 + j] = 2.0f * v;
+    }
+  for (int k = 0; k < 40; ++k) EXPECT_NEAR(got[k], want[k], 1e-5f) << k;
+  // Slices of a leaf directly.
+  Tensor z = random_tensor({6}, 126, -1, 1, true);
+  add(sum(z.slice(0, 0, 4)), sum(z.slice(0, 3, 6) * 5.0f)).backward();
+  EXPECT_EQ(z.grad().to_float_vector(), (std::vector<float>{1, 1, 1, 6, 5, 5}));
 }

@@ -31,6 +31,22 @@ Tensor split_heads(const Tensor& x, int64_t heads) {
   return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
 }
 
+std::vector<Tensor> project_stacked(const Tensor& x, const std::vector<Projection>& projections) {
+  std::vector<Tensor> weights, biases;
+  std::vector<int64_t> widths;
+  bool any_bias = false;
+  for (const Projection& p : projections) {
+    weights.push_back(p.weight);
+    widths.push_back(p.weight.size(0));
+    any_bias = any_bias || p.bias.defined();
+  }
+  if (any_bias)
+    for (const Projection& p : projections)  // a map without bias adds zeros
+      biases.push_back(p.bias.defined() ? p.bias : Tensor::zeros({p.weight.size(0)}, DType::f32, p.weight.device()));
+  Tensor out = linear(x, concat(weights, 0), any_bias ? concat(biases, 0) : Tensor());  // [..., Σ n_i]
+  return split(out, widths, -1);
+}
+
 Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_offset, const Dropout& drop,
                          const HeadMixing& mixing) {
   const int64_t B = scores.size(0), H = scores.size(1), Tq = scores.size(2), Tk = scores.size(3);

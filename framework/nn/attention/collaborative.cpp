@@ -49,13 +49,21 @@ CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64
 Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                        AttentionCache* cache) {
   const int64_t H = cfg_.heads;
-  Tensor q = query_proj->forward(query);                      // [B, Tq, D̃k]
+  // The keys and the content bias come from one map ([D̃k + H, D] stacked
+  // weights): keys [B, Tk, D̃k + H] hold the shared keys then each head's bias.
+  const Projection wq{query_proj->weight, {}}, wkb{concat({key_proj->weight, content_bias->weight}, 0), {}},
+      wv{value_proj->weight, value_proj->bias};
+  // Self-attention: queries, keys and values in one GEMM; otherwise the keys
+  // and values of the source in one (once per source with a static cache).
+  std::vector<Tensor> qkv;
+  if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wkb, wv});
+  Tensor q = qkv.empty() ? query_proj->forward(query) : qkv[0];  // [B, Tq, D̃k]
   Tensor qh = collaborative_queries(q, mixing, scale_);         // [B, H, Tq, D̃k + H]
-  Tensor keys, v;  // keys [B, Tk, D̃k + H]: shared keys then the per-head content bias
+  Tensor keys, v;
   const int64_t offset = cached_keys_values(cache, keys, v, [&](Tensor& kk, Tensor& vv) {
-    // One GEMM for keys and content bias: [D̃k + H, D] stacked weights.
-    kk = linear(source, concat({key_proj->weight, content_bias->weight}, 0));
-    vv = split_heads(value_proj->forward(source), H);  // [B, H, Tk, dv]
+    const std::vector<Tensor> kv = qkv.empty() ? project_stacked(source, {wkb, wv}) : std::vector<Tensor>{qkv[1], qkv[2]};
+    kk = kv[0];
+    vv = split_heads(kv[1], H);  // [B, H, Tk, dv]
   }, 1, 2);
   // Every head against the one shared key tensor: qh's e_h columns pick head
   // h's content bias, so this single GEMM ([B, H·Tq, D̃k + H] @ [B, D̃k + H, Tk],

@@ -52,11 +52,18 @@ int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
 Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                 AttentionCache* cache) {
   const int64_t H = cfg_.heads;
-  Tensor q = mul_scalar(split_heads(query_proj->forward(query), H), scale_);  // [B, H, Tq, dk]
-  Tensor k, v;                                                              // [B, H, Tk, dk|dv]
+  const Projection wq{query_proj->weight, query_proj->bias}, wk{key_proj->weight, key_proj->bias},
+      wv{value_proj->weight, value_proj->bias};
+  // Self-attention: queries, keys and values in one GEMM; otherwise the keys
+  // and values of the source in one (once per source with a static cache).
+  std::vector<Tensor> qkv;
+  if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wk, wv});
+  Tensor q = mul_scalar(split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H), scale_);  // [B, H, Tq, dk]
+  Tensor k, v;  // [B, H, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
-    kk = split_heads(key_proj->forward(source), H);
-    vv = split_heads(value_proj->forward(source), H);
+    const std::vector<Tensor> kv = qkv.empty() ? project_stacked(source, {wk, wv}) : std::vector<Tensor>{qkv[1], qkv[2]};
+    kk = split_heads(kv[0], H);
+    vv = split_heads(kv[1], H);
   }, 2, 2);
   Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
   Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, head_mixing());

@@ -35,12 +35,19 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
                                  AttentionCache* cache) {
   const int64_t H = cfg_.heads, G = cfg_.kv_heads, R = H / G;
   const int64_t B = query.size(0), Tq = query.size(1);
-  Tensor q = mul_scalar(split_heads(query_proj->forward(query), H), scale_);  // [B, H, Tq, dk]
-  q = q.reshape({B, G, R, Tq, q.size(3)});                                     // [B, G, R, Tq, dk]
-  Tensor k, v;                                                                 // [B, G, Tk, dk|dv]
+  const Projection wq{query_proj->weight, query_proj->bias}, wk{key_proj->weight, key_proj->bias},
+      wv{value_proj->weight, value_proj->bias};
+  // Self-attention: queries, keys and values in one GEMM; otherwise the keys
+  // and values of the source in one (once per source with a static cache).
+  std::vector<Tensor> qkv;
+  if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wk, wv});
+  Tensor q = mul_scalar(split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H), scale_);  // [B, H, Tq, dk]
+  q = q.reshape({B, G, R, Tq, q.size(3)});  // [B, G, R, Tq, dk]
+  Tensor k, v;                              // [B, G, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
-    kk = split_heads(key_proj->forward(source), G);
-    vv = split_heads(value_proj->forward(source), G);
+    const std::vector<Tensor> kv = qkv.empty() ? project_stacked(source, {wk, wv}) : std::vector<Tensor>{qkv[1], qkv[2]};
+    kk = split_heads(kv[0], G);
+    vv = split_heads(kv[1], G);
   }, 2, 2);
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
