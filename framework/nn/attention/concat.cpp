@@ -52,14 +52,21 @@ int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
 Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                 AttentionCache* cache) {
   const int64_t H = cfg_.heads;
-  Tensor q = mul_scalar(split_heads(query_proj->forward(query), H), scale_);  // [B, H, Tq, dk]
-  Tensor k, v;                                                              // [B, H, Tk, dk|dv]
+  Tensor q = split_heads(query_proj->forward(query), H);  // [B, H, Tq, dk], not yet scaled
+  Tensor k, v;                                            // [B, H, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), H);
     vv = split_heads(value_proj->forward(source), H);
   }, 2, 2);
+  const HeadMixing mixing = head_mixing();
+  if (mixing.logits.defined() || mixing.weights.defined()) {
+    note_unfused("talking-heads attention mixes the logits across heads, which no fused kernel does");
+  } else if (Tensor heads = fused_heads(q, k, v, scale_, mask, offset); heads.defined()) {
+    return merge_heads(heads);
+  }
+  q = mul_scalar(q, scale_);
   Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
-  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, head_mixing());
+  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, mixing);
   return merge_heads(matmul(probs, v));                                        // [B, Tq, D]
 }
 

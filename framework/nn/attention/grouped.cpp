@@ -35,13 +35,15 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
                                  AttentionCache* cache) {
   const int64_t H = cfg_.heads, G = cfg_.kv_heads, R = H / G;
   const int64_t B = query.size(0), Tq = query.size(1);
-  Tensor q = mul_scalar(split_heads(query_proj->forward(query), H), scale_);  // [B, H, Tq, dk]
-  q = q.reshape({B, G, R, Tq, q.size(3)});                                     // [B, G, R, Tq, dk]
-  Tensor k, v;                                                                 // [B, G, Tk, dk|dv]
+  Tensor q = split_heads(query_proj->forward(query), H);  // [B, H, Tq, dk], not yet scaled
+  Tensor k, v;                                            // [B, G, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     kk = split_heads(key_proj->forward(source), G);
     vv = split_heads(value_proj->forward(source), G);
   }, 2, 2);
+  // Fused: native grouped-query attention (query head h reads key/value head h / R).
+  if (Tensor heads = fused_heads(q, k, v, scale_, mask, offset); heads.defined()) return merge_heads(heads);
+  q = mul_scalar(q, scale_).reshape({B, G, R, Tq, q.size(3)});  // [B, G, R, Tq, dk]
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
   Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2));               // [B, G, R, Tq, Tk]
