@@ -1,6 +1,8 @@
 #include "nn/attention/attention.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -62,6 +64,19 @@ Tensor pad_head_size(const Tensor& x, int64_t width) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool>& fused_switch() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("CMHA_FUSED_ATTENTION");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+}  // namespace
+
+bool fused_attention_enabled() { return fused_switch().load(); }
+void set_fused_attention_enabled(bool on) { fused_switch().store(on); }
+
 std::vector<AttentionPathRecord> attention_paths() {
   std::lock_guard<std::mutex> lock(paths_mutex());
   return path_records();
@@ -121,6 +136,8 @@ Tensor Attention::fused_heads(const Tensor& q, const Tensor& k, const Tensor& v,
     reason = "CPU: cmha's unfused path";
   } else if (cuda_emulated()) {
     reason = "emulated CUDA device (the CPU's kernels): cmha's unfused path";
+  } else if (!fused_attention_enabled()) {
+    reason = "fused attention is off (CMHA_FUSED_ATTENTION=0): cmha's unfused path";
   } else if (q.dtype() == DType::f32 && !autograd::autocast_bf16()) {
     reason = "f32 operands (train.bf16 off): fused attention takes bf16 or f16";
   } else if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) {

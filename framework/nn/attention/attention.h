@@ -111,6 +111,10 @@ struct AttentionPathRecord {
   std::string fused_reason, unfused_reason;  // the first of each
 };
 std::vector<AttentionPathRecord> attention_paths();
+// Fused attention on or off for this process (on unless CMHA_FUSED_ATTENTION=0):
+// off, every place takes cmha's unfused path (to compare the two on a GPU).
+bool fused_attention_enabled();
+void set_fused_attention_enabled(bool on);
 void reset_attention_paths();
 // "attention paths:" then one line per place:
 //   "  encoder self-attention (concat): fused: <reason>"
