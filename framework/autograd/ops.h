@@ -4,6 +4,7 @@
 // through oneDNN or OpenMP loops. Each op's forward and backward live side by
 // side in the .cpp named in its section. Shapes: [..] any leading dims.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tensor/rng.h"
@@ -76,6 +77,27 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
 // [B, H, Tq, D̃k + H] = [scale · q ⊙ mixing_h, scale · e_h]. Differentiable
 // in q and mixing; the e_h columns are constants.
 Tensor collaborative_queries(const Tensor& q, const Tensor& mixing, float scale);
+
+// ---- fused_attention.cpp ----
+// Fused scaled-dot-product attention (the attention family's fused_* kernel
+// entries: cuDNN's SDPA on CUDA; the CPU has none):
+//   out[b, h] = dropout(softmax(scale · q[b, h] · k[b, h·Hk/Hq]ᵀ + masks)) · v[b, h·Hv/Hq]
+// q [B, Hq, Tq, Dqk], k [B, Hk, Tk, Dqk], v [B, Hv, Tk, Dv], bf16 or f16 ->
+// [B, Hq, Tq, Dv] in q's dtype (stored as [B, Tq, Hq, Dv]). Differentiable in
+// q, k, v (the backward runs the fused backward pass from the forward's
+// softmax statistics). Operands that are not dense views are copied first.
+struct FusedAttentionOptions {
+  float scale = 1.0f;
+  bool causal = false;   // top-left: query t sees keys 0 .. t
+  Tensor key_padding;    // b8 [B, Tk], true at padding; padding only at the end of each row
+  float dropout = 0.0f;  // on the weights, cuDNN's Philox stream; seed and counters from `generator`
+  Generator* generator = nullptr;
+};
+// Whether fused_attention can run these operands on their device (building
+// and caching its graphs); `reason` says why, or why not, in one sentence.
+bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v, const FusedAttentionOptions& options,
+                               std::string& reason);
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FusedAttentionOptions& options);
 
 // ---- embedding.cpp ----
 // weight[V, D], ids (i32/i64)[...] -> [..., D]; backward scatter-adds into rows.

@@ -11,6 +11,9 @@
   X(activation, gelu_backward) \
   X(attention, collaborative_queries) \
   X(attention, collaborative_queries_backward) \
+  X(attention, fused_prepare) \
+  X(attention, fused_forward) \
+  X(attention, fused_backward) \
   X(buckets, pack) \
   X(buckets, unpack) \
   X(buckets, scale) \

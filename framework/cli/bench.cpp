@@ -17,7 +17,9 @@ const char* kBenchDescription =
     "bench.batch_size sentences of bench.src_len source and bench.tgt_len target\n"
     "tokens, the vision transformer with bench.batch_size images. It prints one\n"
     "JSON line: tokens_per_s or images_per_s at the median step, step_ms_median,\n"
-    "gemm_tflop_per_step (the GEMMs' work, for MFU) among others.\n"
+    "gemm_tflop_per_step (the GEMMs' work, for MFU) and attention_paths among\n"
+    "others; before it, on stderr, which path each attention place took (cuDNN's\n"
+    "fused attention or cmha's unfused one) and why.\n"
     "\n"
     "Under 'mpirun -np N' every rank times the same batch size and exchanges\n"
     "gradients as 'cmha train' does; rank 0 prints tokens_per_s of all ranks\n"
@@ -56,6 +58,7 @@ int bench_command(const Args& args) {
   return dist::run_or_abort(*comm, [&] {
     const train::BenchResult r =
         train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm, profile);
+    if (comm->is_main()) std::fprintf(stderr, "%s", r.attention_paths_report.c_str());
     if (comm->is_main() && profile) std::fprintf(stderr, "kernel profile, per step:\n%s", r.profile.c_str());
     if (comm->is_main()) std::printf("%s\n", r.json(recipe_path).c_str());
     return 0;

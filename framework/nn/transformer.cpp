@@ -9,6 +9,7 @@ namespace cmha::nn {
 
 EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& gen) : pre_norm(cfg.pre_norm) {
   self_attn = register_module("self_attn", make_attention(cfg.encoder_attention, cfg.d_model, gen));
+  self_attn->set_place("encoder self-attention");  // the roles of nn/attention/registry.cpp's places
   self_attn_norm = register_module("self_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   ffn = register_module("ffn", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, cfg.activation,
                                                              cfg.activation_dropout, gen));
@@ -27,8 +28,10 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask) const {
 
 DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& gen) : pre_norm(cfg.pre_norm) {
   self_attn = register_module("self_attn", make_attention(cfg.decoder_attention, cfg.d_model, gen));
+  self_attn->set_place("decoder self-attention");
   self_attn_norm = register_module("self_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   cross_attn = register_module("cross_attn", make_attention(cfg.cross_attention, cfg.d_model, gen));
+  cross_attn->set_place("decoder cross-attention");
   cross_attn_norm = register_module("cross_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   ffn = register_module("ffn", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, cfg.activation,
                                                              cfg.activation_dropout, gen));

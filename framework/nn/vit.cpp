@@ -8,6 +8,7 @@ namespace cmha::nn {
 VitBlock::VitBlock(const VitConfig& cfg, float drop_path_p, Generator& gen) {
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   attn = register_module("attn", make_attention(cfg.attention, cfg.d_model, gen));
+  attn->set_place("ViT self-attention");
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   mlp = register_module("mlp", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, "gelu", cfg.dropout, gen));
   drop_path = register_module("drop_path", std::make_shared<DropPath>(drop_path_p));

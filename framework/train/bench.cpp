@@ -12,6 +12,7 @@
 #include "autograd/ops.h"
 #include "backend/matmul.h"
 #include "backend/profile.h"
+#include "nn/attention/attention.h"
 #include "tensor/storage.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
@@ -159,6 +160,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   backend::set_f32_matmul_tf32(recipe.boolean("train.tf32"));
   double timed_seconds = 0;
   DeviceMemory at_warmup_end;
+  nn::reset_attention_paths();  // this run's places only
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) at_warmup_end = device_memory(device);
     // Step 0 counts the GEMM work (the profile's FLOP count); timed steps run
@@ -194,6 +196,9 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
     }
   }
   backend::set_profiling(false);
+  for (const nn::AttentionPathRecord& p : nn::attention_paths())
+    r.attention_paths.push_back({p.place, p.unfused_calls == 0 ? "fused" : p.fused_calls == 0 ? "unfused" : "mixed"});
+  r.attention_paths_report = nn::attention_paths_report();
   if (profile) r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   r.peak_rss_mb = process_peak_rss_mb();
   const DeviceMemory at_end = device_memory(device);
@@ -220,6 +225,9 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {unit == "images" ? "images_per_s" : "tokens_per_s", tokens_per_s},
                       {"gemm_tflop_per_step", gemm_flops_per_step / 1e12}, {"first_loss", first_loss},
                       {"last_loss", last_loss},      {"peak_rss_mb", peak_rss_mb}};
+  nlohmann::json paths = nlohmann::json::object();  // place -> fused | unfused | mixed
+  for (const auto& [place, path] : attention_paths) paths[place] = path;
+  j["attention_paths"] = paths;
   return j.dump();
 }
 

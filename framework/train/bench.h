@@ -3,6 +3,7 @@
 // cross-entropy, backward, the recipe's optimiser step) timed one by one:
 // `cmha bench`.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -30,6 +31,10 @@ struct BenchResult {
   double gpu_peak_reserved_mb = 0;
   int64_t gpu_pool_growths_timed = -1;  // -1: not a GPU
   std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
+  // Each attention place's path (place, "fused" | "unfused" | "mixed"), and
+  // the report that says why (nn::attention_paths_report).
+  std::vector<std::pair<std::string, std::string>> attention_paths;
+  std::string attention_paths_report;
   std::string json(const std::string& recipe_name) const;
 };
 

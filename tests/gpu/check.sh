@@ -7,11 +7,16 @@
 #   2. the parity suite: every kernel-table entry GPU vs CPU, whole training
 #      runs of every attention type and the ViT, the pool after warm-up
 #      (parity.log, parity.xml);
-#   3. the GPU's bf16 GEMM ceiling (measured), then training steps of
+#   3. fused (cuDNN SDPA) against unfused attention, forward + backward per
+#      attention type and D_k at the WMT and DeiT-B3 shapes, and decoding
+#      sentences/s, greedy and beam, GPU against CPU (fused_attention.txt);
+#   4. the GPU's bf16 GEMM ceiling (measured), then training steps of
 #      transformer-base (~25k tokens) and DeiT-B3 (128 images), concat and
 #      collaborative, f32 and bf16, cmha and PyTorch on the same GPU: one
 #      table of units/s, step ms, MFU against the ceiling, the ratio to
 #      PyTorch and the pool's growths after warm-up (bench.tsv).
+# The training steps run with fused attention where it applies (cmha bench
+# writes each attention place's path and reason to check.log).
 # It must finish within 8 minutes (each part has a time limit).
 # Each part has its own time limit, so one hang cannot take the whole loan.
 #
@@ -47,6 +52,7 @@ fi
 mkdir -p "$BIN_DIR/tests"
 cp "$STAGE/bin/cmha" "$BIN_DIR/cmha"
 cp "$STAGE/bin/cmha_tests" "$BIN_DIR/tests/cmha_tests"
+[ -f "$STAGE/bin/fused_attention_bench" ] && cp "$STAGE/bin/fused_attention_bench" "$BIN_DIR/tests/fused_attention_bench"
 CMHA=$BIN_DIR/cmha
 PY=$(command -v python3)
 # cmha opens libcudnn.so.9 and libnccl.so.2 by name (dlopen); the CUDA toolkit
@@ -75,7 +81,18 @@ if [ $PARITY_ONLY -eq 1 ]; then
   exit $rc
 fi
 
-# ---- 3. speed ------------------------------------------------------------------------------
+# ---- 3. fused attention and decoding ------------------------------------------------------
+# The parity suite above holds the fused path's parity tests (CudaParity.FusedAttention*).
+say "fused vs unfused attention, and GPU decoding"
+if [ -x "$BIN_DIR/tests/fused_attention_bench" ]; then
+  timeout 100 "$BIN_DIR/tests/fused_attention_bench" --iters 5 --decode-sentences 64 >"$OUT/fused_attention.txt" 2>>"$LOG" ||
+    say "fused_attention_bench stopped (rc $?): see check.log"
+  tee -a "$LOG" <"$OUT/fused_attention.txt"
+else
+  say "no fused_attention_bench in the bundle (rebuild it with tests/gpu/make_bundle.sh)"
+fi
+
+# ---- 4. speed ------------------------------------------------------------------------------
 # The bf16 GEMM ceiling of this GPU, measured here (PyTorch, 8192³, the mean
 # of 10 after 3 warm-ups), and the f32 one without TF32, as cmha runs f32.
 say "GEMM ceilings (PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"

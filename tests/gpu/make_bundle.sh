@@ -20,17 +20,18 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 say "configuring $BUILD (sm_90, portable x86-64)"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMHA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMHA_NATIVE=OFF -DCMHA_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-say "building cmha and cmha_tests"
-cmake --build "$BUILD" -j "$(nproc)" --target cmha cmha_tests
+say "building cmha, cmha_tests and fused_attention_bench"
+cmake --build "$BUILD" -j "$(nproc)" --target cmha cmha_tests fused_attention_bench
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "$BUILD/cmha" "$stage/bin/"
 cp "$BUILD/tests/cmha_tests" "$stage/bin/"
-# Every library the two need, except glibc's (the device's own is newer) and
+cp "$BUILD/tests/fused_attention_bench" "$stage/bin/"
+# Every library the three need, except glibc's (the device's own is newer) and
 # CUDA's (the device's toolkit and driver provide them).
-for bin in "$stage/bin/cmha" "$stage/bin/cmha_tests"; do
+for bin in "$stage/bin/cmha" "$stage/bin/cmha_tests" "$stage/bin/fused_attention_bench"; do
   ldd "$bin" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

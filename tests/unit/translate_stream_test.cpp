@@ -114,6 +114,24 @@ TEST_F(TranslateStream, WithNoOptionsReproducesTheRunsTestHypothesesByteForByte)
   EXPECT_EQ(test::read_file(file), hyp);
 }
 
+// `cmha translate --device cuda` on the emulated CUDA device (the decoder's
+// caches, beam search and greedy search on the device's memory, the CPU's
+// kernels): the CPU's hypotheses byte for byte.
+TEST_F(TranslateStream, OnTheEmulatedGpuGivesTheCpusHypotheses) {
+  const std::string hyp = test::read_file(dir_ + "/run/test.de.hyp");
+  setenv("CMHA_EMULATE_CUDA", "1", 1);
+  const int beam = run_split("translate " + ckpt() + " --device cuda < " + dir_ + "/test.en", dir_ + "/gpu.txt",
+                             dir_ + "/gpu_err.txt");
+  const int greedy = run_split("translate " + ckpt() + " --device cuda --beam 1 < " + dir_ + "/test.en",
+                               dir_ + "/gpu1.txt", dir_ + "/gpu1_err.txt");
+  unsetenv("CMHA_EMULATE_CUDA");
+  ASSERT_EQ(beam, 0) << test::read_file(dir_ + "/gpu_err.txt");
+  EXPECT_EQ(test::read_file(dir_ + "/gpu.txt"), hyp);
+  ASSERT_EQ(greedy, 0) << test::read_file(dir_ + "/gpu1_err.txt");
+  ASSERT_EQ(run_split("translate " + ckpt() + " --beam 1 < " + dir_ + "/test.en", dir_ + "/cpu1.txt", dir_ + "/e"), 0);
+  EXPECT_EQ(test::read_file(dir_ + "/gpu1.txt"), test::read_file(dir_ + "/cpu1.txt"));
+}
+
 TEST_F(TranslateStream, TranslatesEachLineBeforeTheNextArrives) {
   int to_child[2], from_child[2];
   ASSERT_EQ(::pipe(to_child), 0);

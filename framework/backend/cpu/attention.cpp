@@ -1,5 +1,6 @@
 // CPU kernels: attention (entries of backend/attention.h).
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/kernel_table.h"
@@ -83,12 +84,20 @@ void collaborative_queries_backward(const Tensor& q, const Tensor& mixing, const
   for (int64_t i = 0; i < H * Dk; ++i) pdm[i] *= scale;
 }
 
+// The CPU has no fused attention: the layers take cmha's unfused path (the
+// CPU table leaves fused_forward and fused_backward empty).
+bool fused_prepare(const backend::FusedAttentionArgs&, std::string& reason) {
+  reason = "CPU: cmha's unfused path";
+  return false;
+}
+
 }  // namespace
 
 backend::AttentionKernels attention_kernels() {
   backend::AttentionKernels k;
   k.collaborative_queries = collaborative_queries;
   k.collaborative_queries_backward = collaborative_queries_backward;
+  k.fused_prepare = fused_prepare;
   return k;
 }
 

@@ -3,6 +3,9 @@
 // 64-row chunks whose sums are added in order).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernel_table.h"
+#ifdef CMHA_WITH_CUDNN
+#include "backend/cuda/fused_attention.h"
+#endif
 
 namespace cmha::cuda {
 
@@ -93,12 +96,37 @@ void collaborative_queries_backward(const Tensor& q, const Tensor& mixing, const
   check_launch("attention.collaborative_queries_backward dmixing");
 }
 
+#ifndef CMHA_WITH_CUDNN
+// Built without cudnn.h: the layers take their unfused path, and the runs
+// are never reached (fused_prepare says no).
+bool no_fused_prepare(const backend::FusedAttentionArgs&, std::string& reason) {
+  reason = "this build has no cuDNN (cudnn.h was not found when cmha was configured): cmha's unfused path";
+  return false;
+}
+void no_fused_forward(const backend::FusedAttentionArgs&, const Tensor&, const Tensor&, uint64_t, uint64_t) {
+  throw Error("attention.fused_forward: this build has no cuDNN");
+}
+void no_fused_backward(const backend::FusedAttentionArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                       const Tensor&, const Tensor&, uint64_t, uint64_t) {
+  throw Error("attention.fused_backward: this build has no cuDNN");
+}
+#endif
+
 }  // namespace
 
 backend::AttentionKernels attention_kernels() {
   backend::AttentionKernels k;
   k.collaborative_queries = collaborative_queries;
   k.collaborative_queries_backward = collaborative_queries_backward;
+#ifdef CMHA_WITH_CUDNN
+  k.fused_prepare = fused_attention_prepare;
+  k.fused_forward = fused_attention_forward;
+  k.fused_backward = fused_attention_backward;
+#else
+  k.fused_prepare = no_fused_prepare;
+  k.fused_forward = no_fused_forward;
+  k.fused_backward = no_fused_backward;
+#endif
   return k;
 }
 

@@ -168,7 +168,10 @@ FusedAttentionDecision plan_fused_attention(const FusedAttentionRequest& r) {
   if (r.layout.kind == AttentionKind::talking_heads)
     return {AttentionPath::unfused, "talking-heads attention mixes the logits across heads, which no fused kernel does",
             {}};
-  const SdpaShape s = sdpa_shape(r.layout, r.batch, r.tq, r.tk);
+  return plan_sdpa(r, sdpa_shape(r.layout, r.batch, r.tq, r.tk));
+}
+
+FusedAttentionDecision plan_sdpa(const FusedAttentionRequest& r, const SdpaShape& s) {
   if (r.dtype != DType::bf16 && r.dtype != DType::f16)
     return {AttentionPath::unfused,
             std::string("fused attention takes bf16 or f16 inputs, not ") + dtype_name(r.dtype), s};

@@ -82,6 +82,10 @@ struct FusedAttentionDecision {
 };
 
 FusedAttentionDecision plan_fused_attention(const FusedAttentionRequest& request);
+// The same checks for an SDPA shape given directly (what the fused op sees at
+// run time: its operands' heads and head sizes); request.layout and its
+// batch/tq/tk are not read.
+FusedAttentionDecision plan_sdpa(const FusedAttentionRequest& request, const SdpaShape& shape);
 
 // "" when libcudnn loaded (the frontend's checks can run), else why not.
 std::string cudnn_unavailable_reason();

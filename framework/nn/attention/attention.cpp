@@ -1,11 +1,109 @@
 #include "nn/attention/attention.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <numeric>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
+#include "tensor/device.h"
 
 namespace cmha::nn {
+
+namespace {
+
+std::mutex& paths_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<AttentionPathRecord>& path_records() {
+  static std::vector<AttentionPathRecord> records;
+  return records;
+}
+
+void record_path(const std::string& place, const char* type, bool fused, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(paths_mutex());
+  auto& records = path_records();
+  auto it = std::find_if(records.begin(), records.end(),
+                         [&](const AttentionPathRecord& r) { return r.place == place && r.type == type; });
+  if (it == records.end()) {
+    AttentionPathRecord fresh;
+    fresh.place = place;
+    fresh.type = type;
+    records.push_back(fresh);
+    it = records.end() - 1;
+  }
+  int64_t& calls = fused ? it->fused_calls : it->unfused_calls;
+  std::string& first = fused ? it->fused_reason : it->unfused_reason;
+  if (calls++ == 0) first = reason;
+}
+
+// x cast to `dtype` with its memory layout kept (a [B, T, H, d] tensor seen
+// as [B, H, T, d] stays so): cast the stored order, then view it back.
+Tensor cast_keep_layout(const Tensor& x, DType dtype) {
+  std::vector<int64_t> order(static_cast<size_t>(x.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return x.strides()[a] > x.strides()[b]; });
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  return x.permute(order).to(dtype).permute(inverse);
+}
+
+// Zero columns up to a multiple of 8 in the last dim (cuDNN's head sizes):
+// on both q and k they do not change q·kᵀ.
+Tensor pad_head_size(const Tensor& x, int64_t width) {
+  if (x.size(3) == width) return x;
+  Shape pad = x.shape();
+  pad[3] = width - x.size(3);
+  return concat({x, Tensor::zeros(pad, x.dtype(), x.device())}, 3);
+}
+
+}  // namespace
+
+namespace {
+std::atomic<bool>& fused_switch() {
+  static std::atomic<bool> on = [] {
+    const char* v = std::getenv("CMHA_FUSED_ATTENTION");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+}  // namespace
+
+bool fused_attention_enabled() { return fused_switch().load(); }
+void set_fused_attention_enabled(bool on) { fused_switch().store(on); }
+
+std::vector<AttentionPathRecord> attention_paths() {
+  std::lock_guard<std::mutex> lock(paths_mutex());
+  return path_records();
+}
+
+void reset_attention_paths() {
+  std::lock_guard<std::mutex> lock(paths_mutex());
+  path_records().clear();
+}
+
+std::string attention_paths_report() {
+  const std::vector<AttentionPathRecord> records = attention_paths();
+  if (records.empty()) return "";
+  std::string out = "attention paths:\n";
+  for (const AttentionPathRecord& r : records) {
+    out += "  " + r.place + " (" + r.type + "): ";
+    if (r.unfused_calls == 0)
+      out += "fused: " + r.fused_reason;
+    else if (r.fused_calls == 0)
+      out += "unfused: " + r.unfused_reason;
+    else
+      out += "fused " + std::to_string(r.fused_calls) + " calls (" + r.fused_reason + "), unfused " +
+             std::to_string(r.unfused_calls) + " calls (" + r.unfused_reason + ")";
+    out += "\n";
+  }
+  return out;
+}
 
 Attention::Attention(const AttentionConfig& cfg, int64_t d_model) : cfg_(cfg) {
   if (cfg_.key_dim == 0) cfg_.key_dim = d_model;
@@ -25,6 +123,58 @@ Tensor Attention::merge_heads(const Tensor& heads) const {
   x = x.reshape({x.size(0), x.size(1), cfg_.value_dim});
   return out_proj->forward(x);
 }
+
+Tensor Attention::fused_heads(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                              const AttentionMask& mask, int64_t key_offset) const {
+  const Device dev = q.device();
+  const int64_t Tk = k.size(2);
+  // Every check that needs no cast comes first: the CPU and the emulated
+  // device return here, before anything is computed.
+  std::string reason;
+  bool causal = mask.causal;
+  if (dev.is_cpu()) {
+    reason = "CPU: cmha's unfused path";
+  } else if (cuda_emulated()) {
+    reason = "emulated CUDA device (the CPU's kernels): cmha's unfused path";
+  } else if (!fused_attention_enabled()) {
+    reason = "fused attention is off (CMHA_FUSED_ATTENTION=0): cmha's unfused path";
+  } else if (q.dtype() == DType::f32 && !autograd::autocast_bf16()) {
+    reason = "f32 operands (train.bf16 off): fused attention takes bf16 or f16";
+  } else if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) {
+    reason = "an empty batch: cmha's unfused path";
+  } else if (causal && key_offset > 0 && key_offset < Tk - 1) {
+    // cmha hides key j from query i when j > i + key_offset; cuDNN's top-left
+    // mask has no offset, and its bottom-right one aligns to each row's length.
+    reason = "a causal mask over a decoding cache with several new queries: cmha's unfused path";
+  }
+  if (!reason.empty()) {
+    record_path(place_, type(), false, reason);
+    return Tensor();
+  }
+  if (causal && key_offset > 0) causal = false;  // key_offset >= Tk - 1: every key is visible to every query
+  Tensor qf = q, kf = k, vf = v;
+  if (q.dtype() == DType::f32) {  // bf16 autocast: the attention core runs in bf16, f32 accumulation
+    qf = cast_keep_layout(q, DType::bf16);
+    kf = cast_keep_layout(k, DType::bf16);
+    vf = cast_keep_layout(v, DType::bf16);
+  }
+  const int64_t width = (q.size(3) + 7) / 8 * 8;
+  qf = pad_head_size(qf, width);
+  kf = pad_head_size(kf, width);
+  FusedAttentionOptions o;
+  o.scale = scale;
+  o.causal = causal;
+  o.key_padding = mask.key_padding;
+  o.dropout = attn_drop_->is_training() ? attn_drop_->p : 0.0f;
+  if (o.dropout > 0) o.generator = &attn_drop_->generator("attention dropout");
+  const bool fused = fused_attention_supported(qf, kf, vf, o, reason);
+  record_path(place_, type(), fused, reason);
+  if (!fused) return Tensor();
+  Tensor heads = fused_attention(qf, kf, vf, o);  // [B, Hq, Tq, Dv]
+  return q.dtype() == heads.dtype() ? heads : cast_keep_layout(heads, q.dtype());
+}
+
+void Attention::note_unfused(const std::string& reason) const { record_path(place_, type(), false, reason); }
 
 Tensor split_heads(const Tensor& x, int64_t heads) {
   // [B, T, H·d] -> [B, T, H, d] -> [B, H, T, d]

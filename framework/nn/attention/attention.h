@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "nn/layers.h"
 
@@ -71,15 +72,54 @@ class Attention : public Module {
   const AttentionConfig& config() const { return cfg_; }
   float scale() const { return scale_; }
   std::shared_ptr<Linear> value_proj, out_proj;  // shared by every type
+  // The place the layer sits in ("encoder self-attention"), for the report
+  // of attention paths (attention_paths_report); the models set it.
+  void set_place(std::string place) { place_ = std::move(place); }
+  const std::string& place() const { return place_; }
 
  protected:
   Attention(const AttentionConfig& cfg, int64_t d_model);
   // Shared tail: heads [B, H, Tq, dv] -> [B, Tq, H·dv] -> output projection.
   Tensor merge_heads(const Tensor& heads) const;
+  // The fused half of the attention core every type but talking heads
+  // shares: softmax(scale · q·kᵀ + masks) · v per head, with the layer's
+  // attention dropout, as one fused kernel (cuDNN's SDPA) when the device
+  // has one for this problem. q [B, Hq, Tq, Dqk] (not yet scaled),
+  // k [B, Hk, Tk, Dqk], v [B, Hv, Tk, Dv] -> heads [B, Hq, Tq, Dv] in q's
+  // dtype, or an undefined tensor: then the type runs its own unfused path
+  // (attention_weights and the matmuls), which the CPU and the emulated CUDA
+  // device always take, so their numbers never change. Fused only on a real
+  // GPU with bf16/f16 operands, or f32 ones under bf16 autocast (cast here,
+  // keeping their layout); the key-padding mask must pad the end of each row
+  // (as every cmha batch does). Records the path taken for this place.
+  Tensor fused_heads(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
+                     int64_t key_offset) const;
+  // Records that this call took the unfused path for `reason` (talking heads).
+  void note_unfused(const std::string& reason) const;
   AttentionConfig cfg_;
   float scale_ = 1.0f;
   std::shared_ptr<Dropout> attn_drop_;
+  std::string place_ = "attention";
 };
+
+// Which path each attention place took (fused or cmha's unfused), and why:
+// recorded by the layers as they run (Attention::fused_heads), in the order
+// the places first ran. Process-wide; reset_attention_paths forgets them.
+struct AttentionPathRecord {
+  std::string place, type;
+  int64_t fused_calls = 0, unfused_calls = 0;
+  std::string fused_reason, unfused_reason;  // the first of each
+};
+std::vector<AttentionPathRecord> attention_paths();
+// Fused attention on or off for this process (on unless CMHA_FUSED_ATTENTION=0):
+// off, every place takes cmha's unfused path (to compare the two on a GPU).
+bool fused_attention_enabled();
+void set_fused_attention_enabled(bool on);
+void reset_attention_paths();
+// "attention paths:" then one line per place:
+//   "  encoder self-attention (concat): fused: <reason>"
+// ("fused N calls, unfused M calls: ..." when a place took both); "" when none ran.
+std::string attention_paths_report();
 
 // Builds the attention named by cfg.type (registry.h); an unknown type or
 // inconsistent sizes are a cmha::Error naming the key.

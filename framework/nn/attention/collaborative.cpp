@@ -65,6 +65,12 @@ Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source
     kk = kv[0];
     vv = split_heads(kv[1], H);  // [B, H, Tk, dv]
   }, 1, 2);
+  // Fused: multi-query attention with ONE key head [B, 1, Tk, D̃k + H] and
+  // the scale already in the queries (fused_heads pads the width to a
+  // multiple of 8); cuDNN sums dK over the heads, and dQ_h goes back through
+  // collaborative_queries' backward.
+  if (Tensor heads = fused_heads(qh, keys.unsqueeze(1), v, 1.0f, mask, offset); heads.defined())
+    return merge_heads(heads);
   // Every head against the one shared key tensor: qh's e_h columns pick head
   // h's content bias, so this single GEMM ([B, H·Tq, D̃k + H] @ [B, D̃k + H, Tk],
   // matmul folds the heads into the rows) is the whole score, bias included.

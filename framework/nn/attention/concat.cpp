@@ -58,15 +58,22 @@ Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const
   // and values of the source in one (once per source with a static cache).
   std::vector<Tensor> qkv;
   if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wk, wv});
-  Tensor q = mul_scalar(split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H), scale_);  // [B, H, Tq, dk]
+  Tensor q = split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H);  // [B, H, Tq, dk], not yet scaled
   Tensor k, v;  // [B, H, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     const std::vector<Tensor> kv = qkv.empty() ? project_stacked(source, {wk, wv}) : std::vector<Tensor>{qkv[1], qkv[2]};
     kk = split_heads(kv[0], H);
     vv = split_heads(kv[1], H);
   }, 2, 2);
+  const HeadMixing mixing = head_mixing();
+  if (mixing.logits.defined() || mixing.weights.defined()) {
+    note_unfused("talking-heads attention mixes the logits across heads, which no fused kernel does");
+  } else if (Tensor heads = fused_heads(q, k, v, scale_, mask, offset); heads.defined()) {
+    return merge_heads(heads);
+  }
+  q = mul_scalar(q, scale_);
   Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
-  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, head_mixing());
+  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, mixing);
   return merge_heads(matmul(probs, v));                                        // [B, Tq, D]
 }
 

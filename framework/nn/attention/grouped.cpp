@@ -41,14 +41,16 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
   // and values of the source in one (once per source with a static cache).
   std::vector<Tensor> qkv;
   if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wk, wv});
-  Tensor q = mul_scalar(split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H), scale_);  // [B, H, Tq, dk]
-  q = q.reshape({B, G, R, Tq, q.size(3)});  // [B, G, R, Tq, dk]
-  Tensor k, v;                              // [B, G, Tk, dk|dv]
+  Tensor q = split_heads(qkv.empty() ? query_proj->forward(query) : qkv[0], H);  // [B, H, Tq, dk], not yet scaled
+  Tensor k, v;  // [B, G, Tk, dk|dv]
   const int64_t offset = cached_keys_values(cache, k, v, [&](Tensor& kk, Tensor& vv) {
     const std::vector<Tensor> kv = qkv.empty() ? project_stacked(source, {wk, wv}) : std::vector<Tensor>{qkv[1], qkv[2]};
     kk = split_heads(kv[0], G);
     vv = split_heads(kv[1], G);
   }, 2, 2);
+  // Fused: native grouped-query attention (query head h reads key/value head h / R).
+  if (Tensor heads = fused_heads(q, k, v, scale_, mask, offset); heads.defined()) return merge_heads(heads);
+  q = mul_scalar(q, scale_).reshape({B, G, R, Tq, q.size(3)});  // [B, G, R, Tq, dk]
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
   Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2));               // [B, G, R, Tq, Tk]
