@@ -2,6 +2,9 @@
 // checks and PyTorch comparisons.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/cpu/onednn.h"
@@ -155,6 +158,33 @@ TEST(Reductions, ArgmaxAndErrors) {
   EXPECT_EQ(argmax(x, 0).to_i64_vector(), (std::vector<int64_t>{1, 0, 1}));
   EXPECT_THROW(sum(x, {2}), Error);
   EXPECT_THROW(sum(x, {1, 1}), Error);
+}
+
+// The first maximal element wins ties; a NaN is the maximum (the first NaN
+// wins); -inf rows and signed zeros keep their first element. Long rows take
+// the vectorised path: the answer must not depend on the position.
+TEST(Reductions, MaxPicksTheFirstMaximumAndNaN) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> rows = {3, 7, 7, 1,  2, nan, 9, nan,  -inf, -inf, -inf, -inf,  -0.0f, 0.0f, -1, -2};
+  Tensor x = Tensor::from_vector(rows, {4, 4});
+  // (Compared one by one: g++ 12.2 with -march=native on AVX-512 builds a
+  // local std::vector<int64_t>{1, 1, 0, 0} as {1, 1, 1, 1}: see the note of
+  // this change.)
+  const std::vector<int64_t> got = argmax(x, 1).to_i64_vector();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], 1);  // the first of two 7s
+  EXPECT_EQ(got[1], 1);  // the first NaN
+  EXPECT_EQ(got[2], 0);  // all -inf
+  EXPECT_EQ(got[3], 0);  // -0 before +0
+  for (int64_t at : {int64_t{0}, int64_t{17}, int64_t{998}, int64_t{999}}) {
+    std::vector<float> v(1000, -5.0f);
+    v[at] = 4.0f;
+    v[(at + 500) % 1000] = 4.0f;  // a later tie
+    Tensor row = Tensor::from_vector(v, {1, 1000});
+    EXPECT_EQ(argmax(row, 1).to_i64_vector()[0], std::min(at, (at + 500) % 1000));
+    v[(at + 300) % 1000] = nan;
+    EXPECT_EQ(argmax(Tensor::from_vector(v, {1, 1000}), 1).to_i64_vector()[0], (at + 300) % 1000);
+  }
 }
 
 TEST(Views, MatchPyTorch) {

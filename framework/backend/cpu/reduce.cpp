@@ -5,6 +5,7 @@
 
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vec_math.h"
 
 namespace cmha::cpu {
 
@@ -80,10 +81,20 @@ void max(const Tensor& x, int64_t dim, const Tensor& values_out, const Tensor& i
   const int64_t outer = values.numel();
 #pragma omp parallel for schedule(static) if (outer * inner >= kParallelMin)
   for (int64_t o = 0; o < outer; ++o) {
+    // The first maximal element, a NaN counting as the maximum (the first NaN
+    // wins): a vectorised pass for the largest non-NaN value and for any NaN,
+    // then a scan for the first element equal to it (or the first NaN). A
+    // compare-and-keep-the-index loop stays scalar: ~1 ns an element.
     const float* row = px + o * inner;
+    const float m = vec::row_max(row, inner);
+    bool any_nan = false;
+#pragma omp simd reduction(|| : any_nan)
+    for (int64_t i = 0; i < inner; ++i) any_nan = any_nan || row[i] != row[i];
     int64_t best = 0;
-    for (int64_t i = 1; i < inner; ++i)
-      if (row[i] > row[best] || (std::isnan(row[i]) && !std::isnan(row[best]))) best = i;
+    if (any_nan)
+      while (row[best] == row[best]) ++best;
+    else
+      while (row[best] != m) ++best;
     pv[o] = row[best];
     pi[o] = best;
   }
