@@ -1,5 +1,6 @@
 #include "tensor/storage.h"
 
+#include <atomic>
 #include <sys/resource.h>
 
 #include <sys/mman.h>
@@ -52,6 +53,15 @@ const CacheCap& cache_cap() {
     return c;
   }();
   return cap;
+}
+
+// Bytes of live CPU tensor blocks, and their peak.
+std::atomic<int64_t> g_live_cpu_bytes{0}, g_peak_cpu_bytes{0};
+void count_cpu_block(int64_t bytes) {
+  const int64_t live = g_live_cpu_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = g_peak_cpu_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak_cpu_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 struct BlockCache {
@@ -132,7 +142,10 @@ Storage::Storage(size_t nbytes, Device device)
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = rounded_size(nbytes);
     capacity_ = rounded;
-    if ((data_ = take_cached(rounded, &capacity_))) return;
+    if ((data_ = take_cached(rounded, &capacity_))) {
+      count_cpu_block(static_cast<int64_t>(capacity_));
+      return;
+    }
     if (rounded >= kHugePage) {
       data_ = std::aligned_alloc(kHugePage, rounded);
       if (data_) madvise(data_, rounded, MADV_HUGEPAGE);
@@ -140,6 +153,7 @@ Storage::Storage(size_t nbytes, Device device)
       data_ = std::aligned_alloc(kAlignment, rounded);
     }
     if (!data_) throw std::bad_alloc();
+    count_cpu_block(static_cast<int64_t>(capacity_));
     return;
   }
 #ifdef CMHA_WITH_CUDA
@@ -174,12 +188,17 @@ Storage::~Storage() {
   }
 #endif
   if (host_) {
+    count_cpu_block(-static_cast<int64_t>(capacity_));
     if (!give_cached(data_, capacity_)) std::free(data_);
     return;
   }
 #ifdef CMHA_WITH_CUDA
   cuda_free(data_, device_.index);
 #endif
+}
+
+double peak_cpu_tensor_mb() {
+  return static_cast<double>(g_peak_cpu_bytes.load(std::memory_order_relaxed)) / (1024.0 * 1024.0);
 }
 
 double process_peak_rss_mb() {

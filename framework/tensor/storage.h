@@ -71,5 +71,9 @@ void release_cached_cpu_memory();
 
 // The peak resident memory of this process so far, in MiB (getrusage's ru_maxrss).
 double process_peak_rss_mb();
+// The most bytes CPU tensors held at once so far (their blocks' sizes, the
+// cache's free blocks not counted), in MiB: what the peak resident memory
+// would be without the block cache and the allocator's own slack.
+double peak_cpu_tensor_mb();
 
 }  // namespace cmha

@@ -201,6 +201,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   r.attention_paths_report = nn::attention_paths_report();
   if (profile) r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   r.peak_rss_mb = process_peak_rss_mb();
+  r.peak_tensor_mb = peak_cpu_tensor_mb();
   const DeviceMemory at_end = device_memory(device);
   if (at_end.known) {
     r.gpu_peak_reserved_mb = at_end.peak_reserved_mb;
@@ -224,7 +225,8 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {"unit", unit},                {"units_per_s", tokens_per_s},
                       {unit == "images" ? "images_per_s" : "tokens_per_s", tokens_per_s},
                       {"gemm_tflop_per_step", gemm_flops_per_step / 1e12}, {"first_loss", first_loss},
-                      {"last_loss", last_loss},      {"peak_rss_mb", peak_rss_mb}};
+                      {"last_loss", last_loss},      {"peak_rss_mb", peak_rss_mb},
+                      {"peak_tensor_mb", peak_tensor_mb}};
   nlohmann::json paths = nlohmann::json::object();  // place -> fused | unfused | mixed
   for (const auto& [place, path] : attention_paths) paths[place] = path;
   j["attention_paths"] = paths;

@@ -26,6 +26,7 @@ struct BenchResult {
   double exchange_ms_median = 0;  // gradient exchange left after the backward pass (0 alone)
   float first_loss = 0, last_loss = 0;
   double peak_rss_mb = 0;       // the process's peak resident memory (getrusage) at the end
+  double peak_tensor_mb = 0;    // the most CPU tensor memory held at once (peak_cpu_tensor_mb)
   // On a GPU: the pool's peak, and how often the timed steps (after warm-up)
   // took new memory from the driver (0 when the pool serves every step).
   double gpu_peak_reserved_mb = 0;

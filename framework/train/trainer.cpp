@@ -522,6 +522,7 @@ TrainSummary Trainer::run() {
   summary.best = s.best;
   summary.best_metric = s.best_metric;
   summary.peak_rss_mb = process_peak_rss_mb();
+  summary.peak_tensor_mb = peak_cpu_tensor_mb();
   s.display.fields(summary_fields(summary));
   return summary;
 }
@@ -538,8 +539,11 @@ std::vector<std::string> summary_fields(const TrainSummary& s) {
   if (!std::isnan(s.best)) f.push_back("best " + format_metric(s.best_metric, s.best));
   f.push_back(std::to_string(s.skipped_updates) + " skipped");
   if (s.peak_rss_mb > 0) {
-    char rss[48];
-    std::snprintf(rss, sizeof rss, "peak memory %.0f MB", s.peak_rss_mb);
+    char rss[96];
+    if (s.peak_tensor_mb > 0)  // (the rest: the block cache's free blocks, the allocator, code and data)
+      std::snprintf(rss, sizeof rss, "peak memory %.0f MB (CPU tensors %.0f MB)", s.peak_rss_mb, s.peak_tensor_mb);
+    else
+      std::snprintf(rss, sizeof rss, "peak memory %.0f MB", s.peak_rss_mb);
     f.push_back(rss);
   }
   f.push_back("last checkpoint " + s.last_checkpoint);

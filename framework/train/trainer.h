@@ -35,6 +35,7 @@ struct TrainSummary {
   double best = NAN;        // the best validation value of best_metric so far (NaN: none yet)
   std::string best_metric;
   double peak_rss_mb = 0;   // the process's peak resident memory at the end (this rank)
+  double peak_tensor_mb = 0;  // the most CPU tensor memory held at once (peak_cpu_tensor_mb)
 };
 
 // The run's closing line as fields: "cmha train: N updates in T", epochs,

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
+#include "tensor/storage.h"
 #include "tensor/tensor.h"
 
 using namespace cmha;
@@ -105,4 +106,22 @@ TEST(Tensor, LargeFreedBlocksAreReusedAndCanBeReleased) {
   release_cached_cpu_memory();
   EXPECT_EQ(cached_cpu_bytes(), 0u);
 #endif
+}
+
+// The peak of CPU tensor memory counts live blocks only: it rises with a
+// large tensor, stays after it is freed, and a freed block taken back from
+// the cache counts again.
+TEST(Tensor, PeakCpuTensorMemoryCountsLiveBlocks) {
+  const double before = peak_cpu_tensor_mb();
+  {
+    Tensor big = Tensor::empty({int64_t{64} << 18});  // 64 MiB of f32
+    EXPECT_GE(peak_cpu_tensor_mb(), 64.0);
+    EXPECT_GE(peak_cpu_tensor_mb(), before);
+  }
+  const double after = peak_cpu_tensor_mb();
+  EXPECT_GE(after, 64.0);
+  {
+    Tensor small = Tensor::empty({int64_t{1} << 18});  // 1 MiB: below the peak, which stays
+    EXPECT_EQ(peak_cpu_tensor_mb(), after);
+  }
 }
