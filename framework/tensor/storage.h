@@ -64,7 +64,9 @@ class Storage {
 // fresh pages costs more than the arithmetic on them (a 32 MiB buffer: ~150
 // ms of page faults against a 50 ms GEMM on these machines). Blocks of 2 MiB
 // or more are 2 MiB aligned and ask for transparent huge pages. The cache is
-// capped (CMHA_CPU_CACHE_MB, default 4096) and off under AddressSanitizer, so
+// capped (CMHA_CPU_CACHE_MB, default 4096), never holds more than the peak of
+// live tensor bytes less the live bytes now (so live plus cached stays within
+// the largest step so far), and is off under AddressSanitizer, so
 // that use-after-free stays detectable.
 size_t cached_cpu_bytes();
 void release_cached_cpu_memory();

@@ -125,3 +125,28 @@ TEST(Tensor, PeakCpuTensorMemoryCountsLiveBlocks) {
     EXPECT_EQ(peak_cpu_tensor_mb(), after);
   }
 }
+
+// The cache keeps a freed block only while live tensors plus cached blocks
+// stay within the most live tensors ever held: memory no step asked for goes
+// back to the system.
+TEST(Tensor, TheBlockCacheNeverHoldsMoreThanThePeakOfLiveTensors) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the block cache is off under AddressSanitizer";
+#else
+  release_cached_cpu_memory();
+  // Blocks of S, a power of two (a size class of its own) at least the
+  // earlier peak, so that two of them set a new peak whatever ran before.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  int64_t s = 64 * kMiB;
+  while (static_cast<double>(s) < peak_cpu_tensor_mb() * kMiB) s *= 2;
+  Tensor a = Tensor::empty({s / 4}), b = Tensor::empty({s / 4});  // the peak: live + 2S
+  a = Tensor();
+  EXPECT_EQ(cached_cpu_bytes(), static_cast<size_t>(s));  // live + S cached: within the peak
+  Tensor c = Tensor::empty({8 * kMiB / 4});              // a new block (S is more than twice 8 MiB)
+  b = Tensor();  // live + 8 MiB + 2S cached would pass the peak: b's block is freed
+  EXPECT_EQ(cached_cpu_bytes(), static_cast<size_t>(s));
+  c = Tensor();  // live + S + 8 MiB: kept
+  EXPECT_EQ(cached_cpu_bytes(), static_cast<size_t>(s + 8 * kMiB));
+  release_cached_cpu_memory();
+#endif
+}
