@@ -50,9 +50,30 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
+// What the backward pass needs of an input: for an op result, its grad_fn,
+// shape and requires_grad, without its storage; so an activation that no
+// backward saved is freed as soon as the forward pass drops it (as PyTorch's
+// edges do), instead of living until the backward pass reaches this node.
+// The input of a linear layer, a layer norm or a ReLU stayed alive this way:
+// 300 MB of a 1.3 GB step of the local EN-DE recipe. A leaf is kept whole:
+// the pass writes its .grad and runs its hooks. An input that wants no
+// gradient is dropped (it is skipped by the pass).
+Tensor edge_of(Tensor in) {
+  if (!input_wants_grad(in)) return Tensor();
+  if (!in.grad_fn()) return in;
+  auto edge = std::make_shared<TensorImpl>();
+  edge->shape = in.shape();
+  edge->strides = in.strides();
+  edge->dtype = in.dtype();
+  edge->requires_grad = true;
+  edge->grad_fn = in.grad_fn();
+  return Tensor(std::move(edge));
+}
+
 Node& record(Tensor& out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->name = name;
+  for (Tensor& in : inputs) in = edge_of(std::move(in));
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
   node->sequence = g_sequence.fetch_add(1);

@@ -18,7 +18,9 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node {
   const char* name = "";
-  std::vector<Tensor> inputs;  // the edges; each may itself have a grad_fn
+  // The edges: an op result as its grad_fn and shape only (no storage), a leaf
+  // whole, an input that wants no gradient undefined (record() makes them).
+  std::vector<Tensor> inputs;
   BackwardFn backward;         // reset after use: the graph is freed by backward
   uint64_t sequence = 0;       // creation order; later nodes run first
   Shape out_shape;             // the gradient must have this shape

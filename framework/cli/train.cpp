@@ -13,6 +13,7 @@
 #include "dist/launch.h"
 #include "tensor/error.h"
 #include "train/device.h"
+#include "train/model_config.h"
 #include "train/image_task.h"
 #include "train/options.h"
 #include "train/progress.h"
@@ -158,6 +159,7 @@ int train_with(const train::Recipe& recipe, const std::string& recipe_path, trai
                                                                               comm.local_size()));
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
   const Device device = train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
+  train::check_schedule_before_data(recipe, comm.size());
 
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   std::unique_ptr<train::Task> task;

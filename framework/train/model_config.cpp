@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "nn/attention/registry.h"
+#include "optim/schedule.h"
 
 namespace cmha::train {
 
@@ -93,6 +94,34 @@ int64_t warmup_length(const Recipe& r, int64_t updates_per_epoch) {
     return static_cast<int64_t>(epochs);
   }
   return static_cast<int64_t>(std::llround(epochs * static_cast<double>(updates_per_epoch)));
+}
+
+std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch, int world) {
+  optim::ScheduleOptions o;
+  o.kind = optim::parse_schedule_kind(r.string("lr.schedule"));
+  o.lr = peak_lr(r, world);
+  o.warmup = warmup_length(r, updates_per_epoch);
+  o.warmup_init_lr = r.real("lr.warmup_init_lr");
+  o.factor = r.real("lr.noam_factor");
+  o.d_model = r.integer("model.d_model");
+  o.lr_min = r.real("lr.min_lr");
+  o.per_epoch = r.boolean("lr.per_epoch");
+  o.total = r.integer("lr.total");
+  if (o.total == 0)
+    o.total = o.per_epoch ? r.integer("train.max_epochs")
+                          : (r.integer("train.max_updates") > 0 ? r.integer("train.max_updates")
+                                                                 : r.integer("train.max_epochs") * updates_per_epoch);
+  if (o.kind != optim::ScheduleKind::cosine) o.total = 0;
+  return std::make_unique<optim::LrSchedule>(o);
+}
+
+
+void check_schedule_before_data(const Recipe& r, int world) {
+  if (r.real("lr.warmup_epochs") > 0) return;  // counted in epochs: their length comes from the data
+  const bool cosine = optim::parse_schedule_kind(r.string("lr.schedule")) == optim::ScheduleKind::cosine;
+  if (cosine && r.integer("lr.total") == 0 && !r.boolean("lr.per_epoch") && r.integer("train.max_updates") == 0)
+    return;  // the cosine spans max_epochs × the epoch's updates
+  (void)make_schedule(r, /*updates_per_epoch=*/1, world);  // LrSchedule's constructor checks its options
 }
 
 }  // namespace cmha::train

@@ -1,7 +1,10 @@
 #pragma once
 // From a recipe to the models' and the optimiser's configurations.
 #include "nn/transformer.h"
+#include <memory>
+
 #include "optim/optimizer.h"
+#include "optim/schedule.h"
 #include "nn/vit.h"
 #include "train/recipe.h"
 
@@ -21,5 +24,13 @@ double peak_lr(const Recipe& r, int world);
 // The warmup length the schedule counts in: lr.warmup_epochs in epochs when
 // lr.per_epoch, else in updates (rounded); lr.warmup when lr.warmup_epochs is 0.
 int64_t warmup_length(const Recipe& r, int64_t updates_per_epoch);
+// The recipe's lr.* keys as a schedule; the cosine's length defaults to the
+// whole run (train.max_updates, or max_epochs × updates_per_epoch).
+std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch, int world);
+// The schedule's checks (a warmup longer than the cosine, a bad lr_min, ...)
+// where they do not need the epoch's length, so that `cmha train` reports
+// them before preparing any data (a SentencePiece model takes seconds to
+// minutes); the rest are checked when the trainer builds the schedule.
+void check_schedule_before_data(const Recipe& r, int world);
 
 }  // namespace cmha::train

@@ -57,26 +57,6 @@ std::string architecture_of(const Recipe& recipe) {
   return YAML::Dump(model);
 }
 
-// The recipe's lr.* keys as a schedule; the cosine's length defaults to the whole run.
-std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t updates_per_epoch, int world) {
-  optim::ScheduleOptions o;
-  o.kind = optim::parse_schedule_kind(r.string("lr.schedule"));
-  o.lr = peak_lr(r, world);
-  o.warmup = warmup_length(r, updates_per_epoch);
-  o.warmup_init_lr = r.real("lr.warmup_init_lr");
-  o.factor = r.real("lr.noam_factor");
-  o.d_model = r.integer("model.d_model");
-  o.lr_min = r.real("lr.min_lr");
-  o.per_epoch = r.boolean("lr.per_epoch");
-  o.total = r.integer("lr.total");
-  if (o.total == 0)
-    o.total = o.per_epoch ? r.integer("train.max_epochs")
-                          : (r.integer("train.max_updates") > 0 ? r.integer("train.max_updates")
-                                                                 : r.integer("train.max_epochs") * updates_per_epoch);
-  if (o.kind != optim::ScheduleKind::cosine) o.total = 0;
-  return std::make_unique<optim::LrSchedule>(o);
-}
-
 }  // namespace
 
 std::string latest_checkpoint(const std::string& dir) {
