@@ -115,7 +115,6 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t update
   return std::make_unique<optim::LrSchedule>(o);
 }
 
-
 void check_schedule_before_data(const Recipe& r, int world) {
   if (r.real("lr.warmup_epochs") > 0) return;  // counted in epochs: their length comes from the data
   const bool cosine = optim::parse_schedule_kind(r.string("lr.schedule")) == optim::ScheduleKind::cosine;
