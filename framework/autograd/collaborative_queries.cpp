@@ -10,7 +10,8 @@
 namespace cmha {
 
 Tensor collaborative_queries(const Tensor& q, const Tensor& mixing, float scale) {
-  q.check_dtype(DType::f32, "collaborative_queries");
+  CMHA_CHECK(q.dtype() == DType::f32 || q.dtype() == DType::bf16,
+             "collaborative_queries: expected f32 or bf16 queries, got " + q.describe());
   mixing.check_dtype(DType::f32, "collaborative_queries mixing");
   CMHA_CHECK(q.dim() == 3 && mixing.dim() == 2 && mixing.size(1) == q.size(2),
              "collaborative_queries: queries " + q.describe() + " must be [B, Tq, D~k] and the mixing " +
@@ -19,7 +20,7 @@ Tensor collaborative_queries(const Tensor& q, const Tensor& mixing, float scale)
   const int64_t B = q.size(0), Tq = q.size(1), Dk = q.size(2), H = mixing.size(0);
   Tensor qc = q.is_contiguous() ? q.detach() : q.detach().contiguous();
   Tensor mc = mixing.is_contiguous() ? mixing.detach() : mixing.detach().contiguous();
-  Tensor out = Tensor::empty({B, H, Tq, Dk + H}, DType::f32, dev);  // [B, H, Tq, D̃k + H]
+  Tensor out = Tensor::empty({B, H, Tq, Dk + H}, q.dtype(), dev);  // [B, H, Tq, D̃k + H], in q's dtype
   CMHA_KERNEL(dev, attention.collaborative_queries)(qc, mc, out, scale);
   if (autograd::needs_grad({q, mixing})) {
     const bool gq = q.requires_grad(), gm = mixing.requires_grad();
@@ -30,7 +31,7 @@ Tensor collaborative_queries(const Tensor& q, const Tensor& mixing, float scale)
       const Tensor& ms = saved_m.get("collaborative_queries backward");
       const Device d = common_device("collaborative_queries backward", {qs, g});
       Tensor gc = g.is_contiguous() ? g : g.contiguous();
-      Tensor dq = gq ? Tensor::empty(qs.shape(), DType::f32, d) : Tensor();
+      Tensor dq = gq ? Tensor::empty(qs.shape(), qs.dtype(), d) : Tensor();
       Tensor dm = gm ? Tensor::empty(ms.shape(), DType::f32, d) : Tensor();
       CMHA_KERNEL(d, attention.collaborative_queries_backward)(qs, ms, gc, dq, dm, scale);
       return std::vector<Tensor>{dq, dm};

@@ -1,4 +1,6 @@
 // Element-wise arithmetic with NumPy broadcasting, forward and backward.
+#include <string>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
@@ -10,25 +12,40 @@ namespace {
 using backend::BinaryOp;
 using backend::UnaryOp;
 
-// out = a <op> b over the broadcast shape of a and b (both f32).
+void check_float(const Tensor& t, const char* op) {
+  CMHA_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+             std::string(op) + ": expected f32 or bf16, got " + t.describe());
+}
+
+// out = a <op> b over the broadcast shape of a and b, each f32 or bf16; the
+// result is bf16 only when both are (f32 otherwise: the f32 residual stream
+// plus a bf16 sublayer output stays f32).
 Tensor binary_op(const Tensor& a, const Tensor& b, const char* op, BinaryOp kind) {
-  a.check_dtype(DType::f32, op);
-  b.check_dtype(DType::f32, op);
+  check_float(a, op);
+  check_float(b, op);
   const Device dev = common_device(op, {a, b});
   const Shape out_shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = Tensor::empty(out_shape, DType::f32, dev);
+  const DType dtype = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  Tensor out = Tensor::empty(out_shape, dtype, dev);
   CMHA_KERNEL(dev, elementwise.binary)(kind, a, b, out);
   return out;
 }
 
-// out[i] = <op>(a[i], s) (f32); a may be strided.
+// out[i] = <op>(a[i], s) in a's dtype (f32 or bf16); a may be strided.
 Tensor unary_op(const Tensor& a, const char* op, UnaryOp kind, float s = 0.0f) {
-  a.check_dtype(DType::f32, op);
+  check_float(a, op);
   const Device dev = common_device(op, {a});
   Tensor ac = a.is_contiguous() ? a : a.detach().contiguous();
-  Tensor out = Tensor::empty(a.shape(), DType::f32, dev);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), dev);
   CMHA_KERNEL(dev, elementwise.unary)(kind, ac, out, s);
   return out;
+}
+
+// The gradient of an operand of `shape` and `dtype` from g: summed over the
+// dims broadcast to reach g's shape (in f32), in the operand's dtype.
+Tensor grad_to(const Tensor& g, const Shape& shape, DType dtype) {
+  if (g.shape() == shape) return g.to(dtype);
+  return sum_to(g.to(DType::f32), shape).to(dtype);
 }
 
 }  // namespace
@@ -48,8 +65,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(a, b, "add", BinaryOp::add);
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
-    autograd::record(out, "add", {a, b}, [sa, sb](const Tensor& g) {
-      return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+    autograd::record(out, "add", {a, b}, [sa, sb, da = a.dtype(), db = b.dtype()](const Tensor& g) {
+      return std::vector<Tensor>{grad_to(g, sa, da), grad_to(g, sb, db)};
     });
   }
   return out;
@@ -59,8 +76,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_op(a, b, "sub", BinaryOp::sub);
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.shape(), sb = b.shape();
-    autograd::record(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
-      return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+    autograd::record(out, "sub", {a, b}, [sa, sb, da = a.dtype(), db = b.dtype()](const Tensor& g) {
+      return std::vector<Tensor>{grad_to(g, sa, da), grad_to(neg(g), sb, db)};
     });
   }
   return out;
@@ -72,9 +89,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     // Each side's gradient needs only the other side's value.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::SavedTensor saved_a(gb ? a.detach() : Tensor()), saved_b(ga ? b.detach() : Tensor());
-    autograd::record(out, "mul", {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
-      return std::vector<Tensor>{ga ? sum_to(mul(g, saved_b.get("mul backward")), sa) : Tensor(),
-                                 gb ? sum_to(mul(g, saved_a.get("mul backward")), sb) : Tensor()};
+    autograd::record(out, "mul", {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape(), da = a.dtype(),
+                                          db = b.dtype(), ga, gb](const Tensor& g) {
+      return std::vector<Tensor>{ga ? grad_to(mul(g, saved_b.get("mul backward")), sa, da) : Tensor(),
+                                 gb ? grad_to(mul(g, saved_a.get("mul backward")), sb, db) : Tensor()};
     });
   }
   return out;
@@ -86,10 +104,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
     // d(a/b)/da = 1/b, d(a/b)/db = -(a/b)/b: b always, the output for b's side; never a.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::SavedTensor saved_b(b.detach()), saved_out(gb ? out.detach() : Tensor());
-    autograd::record(out, "div", {a, b}, [saved_b, saved_out, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
+    autograd::record(out, "div", {a, b}, [saved_b, saved_out, sa = a.shape(), sb = b.shape(), da = a.dtype(),
+                                          db = b.dtype(), ga, gb](const Tensor& g) {
       const Tensor& bv = saved_b.get("div backward");
-      return std::vector<Tensor>{ga ? sum_to(div(g, bv), sa) : Tensor(),
-                                 gb ? sum_to(neg(div(mul(g, saved_out.get("div backward")), bv)), sb) : Tensor()};
+      return std::vector<Tensor>{ga ? grad_to(div(g, bv), sa, da) : Tensor(),
+                                 gb ? grad_to(neg(div(mul(g, saved_out.get("div backward")), bv)), sb, db) : Tensor()};
     });
   }
   return out;

@@ -90,6 +90,8 @@ void run_backward(const Tensor& root, const Tensor& grad) {
              "with requires_grad reached it, or it was computed under NoGradGuard)");
   CMHA_CHECK(grad.shape() == root.shape(), "backward: gradient shape " + shape_str(grad.shape()) +
                                                " differs from the tensor's shape " + shape_str(root.shape()));
+  CMHA_CHECK(grad.dtype() == root.dtype(), std::string("backward: gradient dtype ") + dtype_name(grad.dtype()) +
+                                               " differs from the tensor's " + dtype_name(root.dtype()));
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
   backend::ProfilePhase phase("backward");
 
@@ -193,6 +195,9 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       CMHA_CHECK(gi.shape() == in.shape(), std::string("backward of '") + n->name + "' gave gradient " +
                                                shape_str(gi.shape()) + " for input " + std::to_string(i) +
                                                " of shape " + shape_str(in.shape()));
+      CMHA_CHECK(gi.dtype() == in.dtype(), std::string("backward of '") + n->name + "' gave a " +
+                                               dtype_name(gi.dtype()) + " gradient for input " + std::to_string(i) +
+                                               " of dtype " + dtype_name(in.dtype()));
       if (Node* child = in.grad_fn().get()) {
         auto it = node_grads.find(child);
         if (it == node_grads.end()) node_grads.emplace(child, gi);

@@ -39,7 +39,7 @@ std::vector<Tensor> layer_norm_backward(const Saved& s, const Tensor& g) {
   const Tensor& weight = s.weight.get("layer_norm backward");
   const Device dev = common_device("layer_norm backward", {x, g});
   Tensor gc = g.is_contiguous() ? g : g.contiguous();
-  Tensor dx = s.need_dx ? Tensor::empty(x.shape(), DType::f32, dev) : Tensor();
+  Tensor dx = s.need_dx ? Tensor::empty(x.shape(), x.dtype(), dev) : Tensor();
   Tensor dw = s.need_w ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
   Tensor db = s.need_b ? Tensor::empty({s.d}, DType::f32, dev) : Tensor();
   CMHA_KERNEL(dev, layer_norm.backward)(x, weight, gc, s.mean, s.rstd, dx, dw, db);
@@ -49,7 +49,9 @@ std::vector<Tensor> layer_norm_backward(const Saved& s, const Tensor& g) {
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
-  x.check_dtype(DType::f32, "layer_norm");
+  // x f32 or bf16 (statistics in f32/double either way); y and dx keep its dtype.
+  CMHA_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
+             "layer_norm: expected f32 or bf16, got " + x.describe());
   const Device dev = common_device("layer_norm", {x, weight, bias});
   CMHA_CHECK(x.dim() >= 1, "layer_norm: expected an input with at least one dim, got " + x.describe());
   CMHA_CHECK(eps >= 0.0f, "layer_norm: eps must be >= 0, got " + format(eps));
@@ -60,7 +62,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.shape()[i];
 
   Tensor xc = x.is_contiguous() ? x : x.detach().contiguous();
-  Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), dev);
   Tensor mean = Tensor::empty({rows}, DType::f32, dev), rstd = Tensor::empty({rows}, DType::f32, dev);
   CMHA_KERNEL(dev, layer_norm.forward)(xc, weight, bias, out, mean, rstd, eps);
 

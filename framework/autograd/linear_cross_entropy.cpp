@@ -34,7 +34,8 @@ struct LinearCrossEntropySaved {
 
 LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const Tensor& target, float eps,
                                         int64_t ignore_index, Reduction reduction) {
-  x.check_dtype(DType::f32, "linear_cross_entropy input");
+  CMHA_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
+             "linear_cross_entropy: expected an f32 or bf16 input, got " + x.describe());
   w.check_dtype(DType::f32, "linear_cross_entropy weight");
   const Device dev = common_device("linear_cross_entropy", {x, w, target});
   CMHA_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && w.size(0) > 0,
@@ -88,7 +89,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   if (need_grad) {
     auto saved = std::make_shared<LinearCrossEntropySaved>();
     if (x.requires_grad()) {
-      saved->dx = Tensor::empty({N, D}, DType::f32, dev);  // dZ [N, V] · W [V, D]
+      saved->dx = Tensor::empty({N, D}, x.dtype(), dev);  // dZ [N, V] · W [V, D], in x's dtype
       CMHA_KERNEL(dev, matmul.matmul)(dz, wg, Tensor(), saved->dx);
     }
     if (w.requires_grad()) {
@@ -97,7 +98,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
     }
     autograd::record(loss, "linear_cross_entropy", {x, w}, [saved](const Tensor& g) {
       // g: the upstream scalar; the saved gradients are for g = 1.
-      return std::vector<Tensor>{saved->dx.defined() ? mul(saved->dx, g) : Tensor(),
+      return std::vector<Tensor>{saved->dx.defined() ? mul(saved->dx, g).to(saved->dx.dtype()) : Tensor(),
                                  saved->dw.defined() ? mul(saved->dw, g) : Tensor()};
     });
   }

@@ -26,6 +26,8 @@ struct CrossEntropySaved {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int64_t ignore_index,
                      Reduction reduction) {
+  if (logits.dtype() == DType::bf16)  // bf16 logits (a bf16 head) are read as f32, the gradient returned in bf16
+    return cross_entropy(logits.to(DType::f32), target, eps, ignore_index, reduction);
   logits.check_dtype(DType::f32, "cross_entropy");
   const Device dev = common_device("cross_entropy", {logits, target});
   CMHA_CHECK(target.dtype() == DType::i32 || target.dtype() == DType::i64,

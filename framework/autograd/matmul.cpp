@@ -39,8 +39,8 @@ Tensor lead_pad(const Tensor& t, int64_t n) {
   return r;
 }
 
-// a[..., M, K] @ b[..., K, N] without autograd.
-Tensor matmul_forward(const Tensor& a, const Tensor& b) {
+// a[..., M, K] @ b[..., K, N] without autograd, written in out_dtype.
+Tensor matmul_forward(const Tensor& a, const Tensor& b, DType out_dtype) {
   CMHA_CHECK(a.dim() >= 2 && b.dim() >= 2,
              "matmul: both operands need at least 2 dims, got " + a.describe() + " and " + b.describe());
   CMHA_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: " + a.describe() + " and " + b.describe());
@@ -51,7 +51,7 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
   const int64_t n = static_cast<int64_t>(out_shape.size());
-  Tensor out = Tensor::empty(out_shape, a.dtype(), dev);
+  Tensor out = Tensor::empty(out_shape, out_dtype, dev);
   if (out.numel() == 0) return out;
   if (a.size(-1) == 0) {
     out.zero_();
@@ -71,7 +71,7 @@ namespace {
 // is one [..., G·M, K] @ [..., K, N] GEMM. Its backward then gets dB from one
 // GEMM over G·M rows instead of G products summed afterwards. Undefined when
 // there is nothing to fold.
-Tensor matmul_folding_shared_b(const Tensor& a, const Tensor& b) {
+Tensor matmul_folding_shared_b(const Tensor& a, const Tensor& b, DType out_dtype) {
   const int64_t n = std::max(a.dim(), b.dim());
   if (a.dim() < 3 || a.dim() < b.dim() || b.dim() < 2 || !a.is_contiguous() || a.size(-1) != b.size(-2) ||
       a.dtype() != b.dtype())
@@ -89,25 +89,47 @@ Tensor matmul_folding_shared_b(const Tensor& a, const Tensor& b) {
                                      Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
-  return matmul(a.view(a_shape), bp).view(out_shape);
+  return matmul(a.view(a_shape), bp, out_dtype).view(out_shape);
 }
 
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  return matmul(a, b, autograd::autocast_bf16() ? DType::bf16 : a.dtype());
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, DType out_dtype) {
   check_matmul_operand(a, "matmul");
   check_matmul_operand(b, "matmul");
-  if (Tensor folded = matmul_folding_shared_b(a, b); folded.defined()) return folded;
-  Tensor out = matmul_forward(a.detach(), b.detach());
+  CMHA_CHECK(out_dtype == DType::f32 || out_dtype == DType::bf16,
+             std::string("matmul: the result must be f32 or bf16, not ") + dtype_name(out_dtype));
+  // Under bf16 autocast an f32 operand is cast (recorded: its gradient comes
+  // back in f32) and the GEMM reads bf16.
+  if (autograd::autocast_bf16() && (a.dtype() == DType::f32 || b.dtype() == DType::f32))
+    return matmul(a.to(DType::bf16), b.to(DType::bf16), out_dtype);
+  if (Tensor folded = matmul_folding_shared_b(a, b, out_dtype); folded.defined()) return folded;
+  Tensor out = matmul_forward(a.detach(), b.detach(), out_dtype);
   if (autograd::needs_grad({a, b})) {
     // dA = g · Bᵀ, dB = Aᵀ · g, then undo batch broadcasting: each side needs only the other.
     const bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::SavedTensor saved_a(gb ? a.detach() : Tensor()), saved_b(ga ? b.detach() : Tensor());
-    autograd::record(out, "matmul", {a, b}, [saved_a, saved_b, sa = a.shape(), sb = b.shape(), ga, gb](const Tensor& g) {
-      Tensor da = ga ? sum_to(matmul_forward(g, saved_b.get("matmul backward").transpose(-1, -2)), sa) : Tensor();
-      Tensor db = gb ? sum_to(matmul_forward(saved_a.get("matmul backward").transpose(-1, -2), g), sb) : Tensor();
-      return std::vector<Tensor>{da, db};
-    });
+    autograd::record(out, "matmul", {a, b},
+                     [saved_a, saved_b, sa = a.shape(), sb = b.shape(), dtype = a.dtype(), ga, gb](const Tensor& g) {
+                       // The GEMMs read g in the operands' dtype (an f32 gradient of f32
+                       // scores from bf16 operands is cast) and write each gradient in it;
+                       // one summed over broadcast batch dims is summed in f32 first.
+                       const Tensor gm = g.to(dtype);
+                       auto product = [&](const Tensor& x, const Tensor& y, const Shape& want) {
+                         Shape got = g.shape();
+                         got[got.size() - 2] = x.size(-2);
+                         got.back() = y.size(-1);
+                         if (got == want) return matmul_forward(x, y, dtype);
+                         return sum_to(matmul_forward(x, y, DType::f32), want).to(dtype);
+                       };
+                       Tensor da = ga ? product(gm, saved_b.get("matmul backward").transpose(-1, -2), sa) : Tensor();
+                       Tensor db = gb ? product(saved_a.get("matmul backward").transpose(-1, -2), gm, sb) : Tensor();
+                       return std::vector<Tensor>{da, db};
+                     });
   }
   return out;
 }
@@ -119,7 +141,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   CMHA_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1),
              "linear: input " + x.describe() + " does not end in the weight's in-size " + std::to_string(w.size(1)) +
                  " (weight " + w.describe() + ")");
-  CMHA_CHECK(x.dtype() == w.dtype(), "linear: dtypes differ: " + x.describe() + " and " + w.describe());
+  CMHA_CHECK(x.dtype() == w.dtype() || autograd::autocast_bf16(),
+             "linear: dtypes differ: " + x.describe() + " and " + w.describe());
   if (bias.defined()) {
     CMHA_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0),
                "linear: bias must be [" + std::to_string(w.size(0)) + "], got " + bias.describe());
@@ -127,14 +150,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   }
   const Device dev = common_device("linear", {x, w, bias});
   const int64_t in = w.size(1), outf = w.size(0);
-  // Under bf16 autocast the GEMMs read bf16 copies of x, W and the incoming
-  // gradient and write f32: the weights and every gradient stay f32.
-  const bool bf16 = autograd::autocast_bf16() && x.dtype() == DType::f32;
-  const DType out_dtype = x.dtype();
+  // Under bf16 autocast the GEMMs read bf16 (copies of an f32 x and W) and
+  // write a bf16 activation; dx comes back in x's dtype, dW and dbias in f32.
+  const bool bf16 = autograd::autocast_bf16();
+  const DType x_dtype = x.dtype(), out_dtype = bf16 ? DType::bf16 : x_dtype;
   // Shapes: x[..., in] -> x2[N, in] -> y2[N, out] -> y[..., out]
   Tensor x2 = x.detach().reshape({-1, in});
   Tensor w2 = w.detach();
-  if (bf16) {
+  if (bf16) {  // no copy when x is bf16 already (the output of a bf16 layer)
     x2 = x2.to(DType::bf16);
     w2 = w2.to(DType::bf16);
   }
@@ -151,24 +174,25 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     // dx needs the weight, dW the input (the bf16 copies under autocast).
     autograd::SavedTensor saved_x(gw ? x2 : Tensor()), saved_w(gx ? w2 : Tensor());
     autograd::record(out, "linear", {x, w, bias},
-                     [saved_x, saved_w, gx, gw, gbias, x_shape, in, outf, bf16, out_dtype](const Tensor& g) {
+                     [saved_x, saved_w, gx, gw, gbias, x_shape, in, outf, x_dtype, w_dtype = w.dtype(),
+                      gemm_dtype = x2.dtype()](const Tensor& g) {
                        Tensor g2 = g.reshape({-1, outf});  // [N, out]
-                       Tensor gm = dense_inner(bf16 ? g2.to(DType::bf16) : g2);
-                       const Tensor& xs = saved_x.get("linear backward");
+                       Tensor gm = dense_inner(g2.to(gemm_dtype));
                        const Tensor& ws = saved_w.get("linear backward");
+                       const Tensor& xs = saved_x.get("linear backward");
                        const Device gdev = common_device("linear backward", {gm, xs, ws});
                        std::vector<Tensor> grads(3);
                        if (gx) {  // [N, out] @ [out, in] -> [N, in]
-                         Tensor dx = Tensor::empty({g2.size(0), in}, out_dtype, gdev);
+                         Tensor dx = Tensor::empty({g2.size(0), in}, x_dtype, gdev);
                          CMHA_KERNEL(gdev, matmul.matmul)(gm, ws, Tensor(), dx);
                          grads[0] = dx.view(x_shape);
                        }
                        if (gw) {  // [out, N] @ [N, in] -> [out, in]
-                         Tensor dw = Tensor::empty({outf, in}, out_dtype, gdev);
+                         Tensor dw = Tensor::empty({outf, in}, w_dtype, gdev);
                          CMHA_KERNEL(gdev, matmul.matmul)(gm.transpose(0, 1), dense_inner(xs), Tensor(), dw);
                          grads[1] = dw;
                        }
-                       if (gbias) grads[2] = sum(g2.to(DType::f32), {0});
+                       if (gbias) grads[2] = sum(g2, {0});  // f32, whatever g's dtype
                        return grads;
                      });
   }

@@ -15,8 +15,14 @@ namespace cmha {
 // ---- matmul.cpp (oneDNN matmul, primitives cached by shape) ----
 // a[..., M, K] @ b[..., K, N] -> [..., M, N]; batch dims broadcast; f32 or bf16
 // inputs (both the same), f32 accumulation, result in the input dtype.
+// Under bf16 autocast (engine.h) both run in bf16: f32 operands are cast (the
+// casts are differentiable), and the result is bf16 unless `out` says f32
+// (attention scores, which a softmax reads in f32).
 Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b, DType out);
 // x[..., in] · w[out, in]ᵀ + bias[out] -> [..., out]; the bias add is fused.
+// Under bf16 autocast the GEMM reads bf16 copies of f32 x and w and writes bf16
+// (the bias added in f32 first); dx comes back in x's dtype, dw and dbias f32.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 
 // ---- elementwise.cpp (broadcasting as in NumPy) ----
@@ -44,6 +50,7 @@ inline Tensor operator+(const Tensor& a, float s) { return add_scalar(a, s); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
 
 // ---- reduce.cpp ----
+// sum and mean take f32 or bf16 and return f32 (a bf16 sum accumulates in f32).
 Tensor sum(const Tensor& x);  // all elements -> []
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
@@ -53,7 +60,10 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i64, not differentiable
 
 // ---- softmax.cpp ----
+// f32 or bf16 in, the same out (or `out`: attention probabilities in bf16 from
+// f32 scores); f32 arithmetic; the gradient comes back in x's dtype.
 Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor softmax(const Tensor& x, int64_t dim, DType out);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 
 // ---- layer_norm.cpp ----

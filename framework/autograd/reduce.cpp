@@ -44,15 +44,15 @@ ReducePlan plan_reduce(const Tensor& x, const std::vector<int64_t>& dims, const 
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  x.check_dtype(DType::f32, "sum");
+  CMHA_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16, "sum: expected f32 or bf16, got " + x.describe());
   const Device dev = common_device("sum", {x});
   const ReducePlan p = plan_reduce(x, dims, "sum");
   Tensor out = Tensor::empty(keepdim ? p.out_keepdim : p.out_squeezed, DType::f32, dev);
   CMHA_KERNEL(dev, reduce.sum)(x, p.reduced, out);
   if (autograd::needs_grad({x})) {
     Shape in_shape = x.shape(), kd = p.out_keepdim;
-    autograd::record(out, "sum", {x}, [in_shape, kd](const Tensor& g) {
-      return std::vector<Tensor>{g.reshape(kd).expand(in_shape).contiguous()};
+    autograd::record(out, "sum", {x}, [in_shape, kd, dtype = x.dtype()](const Tensor& g) {
+      return std::vector<Tensor>{g.reshape(kd).expand(in_shape).contiguous().to(dtype)};
     });
   }
   return out;

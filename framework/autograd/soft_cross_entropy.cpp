@@ -26,6 +26,8 @@ struct SoftCrossEntropySaved {
 }  // namespace
 
 Tensor soft_cross_entropy(const Tensor& logits, const Tensor& target, float eps, Reduction reduction) {
+  if (logits.dtype() == DType::bf16 || target.dtype() == DType::bf16)  // bf16 heads: read as f32
+    return soft_cross_entropy(logits.to(DType::f32), target.to(DType::f32), eps, reduction);
   logits.check_dtype(DType::f32, "soft_cross_entropy");
   target.check_dtype(DType::f32, "soft_cross_entropy");
   const Device dev = common_device("soft_cross_entropy", {logits, target});

@@ -27,21 +27,23 @@ Geometry geometry(const Tensor& x, int64_t dim, const char* op) {
   return g;
 }
 
-Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, DType out_dtype) {
   const char* op = log ? "log_softmax" : "softmax";
-  x.check_dtype(DType::f32, op);
+  for (DType t : {x.dtype(), out_dtype})
+    CMHA_CHECK(t == DType::f32 || t == DType::bf16,
+               std::string(op) + ": expected f32 or bf16, got " + x.describe() + " -> " + dtype_name(out_dtype));
   const Device dev = common_device(op, {x});
   const Geometry s = geometry(x, dim, op);
   Tensor xc = x.is_contiguous() ? x : x.detach().contiguous();
-  Tensor out = Tensor::empty(x.shape(), DType::f32, dev);
+  Tensor out = Tensor::empty(x.shape(), out_dtype, dev);
   CMHA_KERNEL(dev, softmax.forward)(xc, out, s, log);
   if (autograd::needs_grad({x}))
-    autograd::record(out, op, {x}, [saved_y = autograd::SavedTensor(out.detach()), s, log](const Tensor& g) {
+    autograd::record(out, op, {x}, [saved_y = autograd::SavedTensor(out.detach()), s, log, x_dtype = x.dtype()](const Tensor& g) {
       const char* op = log ? "log_softmax backward" : "softmax backward";
       const Tensor& y = saved_y.get(op);
       const Device gdev = common_device(op, {y, g});
       Tensor gc = g.is_contiguous() ? g : g.contiguous();
-      Tensor dx = Tensor::empty(y.shape(), DType::f32, gdev);
+      Tensor dx = Tensor::empty(y.shape(), x_dtype, gdev);
       CMHA_KERNEL(gdev, softmax.backward)(y, gc, dx, s, log);
       return std::vector<Tensor>{dx};
     });
@@ -50,7 +52,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, x.dtype()); }
+Tensor softmax(const Tensor& x, int64_t dim, DType out_dtype) { return softmax_impl(x, dim, false, out_dtype); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, x.dtype()); }
 
 }  // namespace cmha

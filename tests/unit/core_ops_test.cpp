@@ -201,6 +201,8 @@ TEST(Views, Gradcheck) {
   EXPECT_TRUE(gradcheck([](In t) { return t[0].unsqueeze(1).squeeze(1).flatten(); }, {x()}));
 }
 
+// Under autocast the activation is bf16; the parameters' gradients stay f32,
+// and x's comes back in x's dtype.
 TEST(LinearOp, Bf16AutocastKeepsF32WeightsAndGradients) {
   Tensor x = random_tensor({6, 32}, 1, -1, 1, true), w = random_tensor({8, 32}, 2, -1, 1, true),
          b = random_tensor({8}, 3, -1, 1, true);
@@ -216,13 +218,16 @@ TEST(LinearOp, Bf16AutocastKeepsF32WeightsAndGradients) {
     autograd::AutocastGuard autocast(true);
     y = linear(x, w, b);
   }
-  EXPECT_EQ(y.dtype(), DType::f32);
-  EXPECT_TRUE(all_close(y, ref, 0.05f, 0.02f));  // bf16 inputs: ~3 significant digits
-  EXPECT_FALSE(all_close(y, ref, 1e-6f, 1e-6f)) << "autocast did not change the arithmetic";
-  y.backward(g);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(y.to(DType::f32), ref, 0.05f, 0.02f));  // bf16 inputs: ~3 significant digits
+  EXPECT_FALSE(all_close(y.to(DType::f32), ref, 1e-6f, 1e-6f)) << "autocast did not change the arithmetic";
+  EXPECT_THROW(y.backward(g), Error);  // an f32 gradient for a bf16 tensor is named, not cast
+  y.backward(g.to(DType::bf16));
   EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().dtype(), DType::f32);
   EXPECT_TRUE(all_close(x.grad(), dx, 0.05f, 0.02f));
   EXPECT_TRUE(all_close(w.grad(), dw, 0.05f, 0.02f));
-  EXPECT_TRUE(all_close(b.grad(), db, 1e-5f, 1e-5f));
+  EXPECT_TRUE(all_close(b.grad(), db, 0.01f, 0.01f));  // the bf16 gradient summed in f32
   EXPECT_FALSE(autograd::autocast_bf16());
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/element.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/parallel.h"
 #include "tensor/rng.h"
@@ -60,16 +61,18 @@ constexpr int64_t kTask = 4 * kGroup;      // elements per parallel task
 // out[i] = in[i] · mask[i] · scale over [begin, end). Multiplying (rather than
 // selecting) gives NaN for a dropped inf/NaN, as PyTorch does; it also
 // vectorises, where a loop reading `bool` does not with g++.
-void apply_mask(const float* in, const uint8_t* mask, float* out, int64_t begin, int64_t end, float scale) {
+template <typename I, typename O>
+void apply_mask(const I* in, const uint8_t* mask, O* out, int64_t begin, int64_t end, float scale) {
 #pragma omp simd
-  for (int64_t i = begin; i < end; ++i) out[i] = in[i] * (static_cast<float>(mask[i]) * scale);
+  for (int64_t i = begin; i < end; ++i) st(out[i], ld(in[i]) * (static_cast<float>(mask[i]) * scale));
 }
 
 // Fills mask (0/1 per element) from the counter layout, then y = x·mask·scale.
 // Each task first writes its kTask mask bytes, then streams x into y: kept
 // apart, the Philox arithmetic and the memory stream each run at full speed,
 // where one fused loop ran at half.
-void forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t base,
+template <typename X, typename Y>
+void forward_kernel(const X* x, Y* y, uint8_t* mask, int64_t n, uint64_t base,
                     std::array<uint32_t, 2> key, uint32_t threshold, float scale) {
   const int64_t groups = n / kGroup, whole = groups * kGroup;
   const int64_t tasks = (whole + kTask - 1) / kTask;
@@ -97,19 +100,23 @@ void forward_kernel(const float* x, float* y, uint8_t* mask, int64_t n, uint64_t
 
 void forward(const Tensor& x, const Tensor& y, const Tensor& mask, uint64_t base, std::array<uint32_t, 2> key,
              float p, float scale) {
-  forward_kernel(x.data<float>("dropout"), y.data<float>("dropout"),
-                 reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key,
-                 backend::dropout_keep_threshold(p), scale);
+  with_float_types(x, y, "dropout", [&](auto tx, auto ty) {
+    forward_kernel(x.data<decltype(tx)>("dropout"), y.data<decltype(ty)>("dropout"),
+                   reinterpret_cast<uint8_t*>(mask.data<bool>("dropout")), x.numel(), base, key,
+                   backend::dropout_keep_threshold(p), scale);
+  });
 }
 
 void backward(const Tensor& g, const Tensor& mask, const Tensor& dx, float scale) {
   const int64_t n = dx.numel(), tasks = (n + kTask - 1) / kTask;
-  const float* pg = g.data<float>("dropout backward");
   const uint8_t* pm = reinterpret_cast<const uint8_t*>(mask.data<bool>("dropout backward"));
-  float* pd = dx.data<float>("dropout backward");
+  with_float_types(g, dx, "dropout backward", [&](auto tg, auto td) {
+    const auto* pg = g.data<decltype(tg)>("dropout backward");
+    auto* pd = dx.data<decltype(td)>("dropout backward");
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t task = 0; task < tasks; ++task)
-    apply_mask(pg, pm, pd, task * kTask, std::min(n, (task + 1) * kTask), scale);
+    for (int64_t task = 0; task < tasks; ++task)
+      apply_mask(pg, pm, pd, task * kTask, std::min(n, (task + 1) * kTask), scale);
+  });
 }
 
 }  // namespace

@@ -16,37 +16,43 @@ namespace {
 using backend::BinaryOp;
 using backend::UnaryOp;
 
-// out[i] = f(a[i], b[i]) over the broadcast shape of a and b (both f32).
+// out[i] = f(a[i], b[i]) over the broadcast shape of a and b (each f32 or
+// bf16, out too; f32 arithmetic).
 template <typename F>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
-  const Shape& out_shape = out.shape();
-  float* o = out.data<float>();
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  const int64_t n = out.numel();
-  if (a.shape() == out_shape && b.shape() == out_shape && a.is_contiguous() && b.is_contiguous()) {
+  with_float_types(a, b, out, "binary", [&](auto ta, auto tb, auto to) {
+    using A = decltype(ta);
+    using B = decltype(tb);
+    using O = decltype(to);
+    const Shape& out_shape = out.shape();
+    O* o = out.data<O>("binary");
+    const A* pa = a.data<A>("binary");
+    const B* pb = b.data<B>("binary");
+    const int64_t n = out.numel();
+    if (a.shape() == out_shape && b.shape() == out_shape && a.is_contiguous() && b.is_contiguous()) {
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
-    return;
-  }
-  const Shape so = out.strides();
-  const Shape sa = broadcast_strides(a, out_shape), sb = broadcast_strides(b, out_shape);
-  for_each_row<3>(out_shape, {&so, &sa, &sb},
-                  [&](const std::array<int64_t, 3>& base, int64_t len, const std::array<int64_t, 3>& step) {
-                    float* op_ = o + base[0];
-                    const float* ap = pa + base[1];
-                    const float* bp = pb + base[2];
-                    if (step[1] == 1 && step[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) st(o[i], f(ld(pa[i]), ld(pb[i])));
+      return;
+    }
+    const Shape so = out.strides();
+    const Shape sa = broadcast_strides(a, out_shape), sb = broadcast_strides(b, out_shape);
+    for_each_row<3>(out_shape, {&so, &sa, &sb},
+                    [&](const std::array<int64_t, 3>& base, int64_t len, const std::array<int64_t, 3>& step) {
+                      O* op_ = o + base[0];
+                      const A* ap = pa + base[1];
+                      const B* bp = pb + base[2];
+                      if (step[1] == 1 && step[2] == 1) {
 #pragma omp simd
-                      for (int64_t i = 0; i < len; ++i) op_[i] = f(ap[i], bp[i]);
-                    } else if (step[1] == 1 && step[2] == 0) {
-                      const float bv = bp[0];
+                        for (int64_t i = 0; i < len; ++i) st(op_[i], f(ld(ap[i]), ld(bp[i])));
+                      } else if (step[1] == 1 && step[2] == 0) {
+                        const float bv = ld(bp[0]);
 #pragma omp simd
-                      for (int64_t i = 0; i < len; ++i) op_[i] = f(ap[i], bv);
-                    } else {
-                      for (int64_t i = 0; i < len; ++i) op_[i] = f(ap[i * step[1]], bp[i * step[2]]);
-                    }
-                  });
+                        for (int64_t i = 0; i < len; ++i) st(op_[i], f(ld(ap[i]), bv));
+                      } else {
+                        for (int64_t i = 0; i < len; ++i) st(op_[i], f(ld(ap[i * step[1]]), ld(bp[i * step[2]])));
+                      }
+                    });
+  });
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/element.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/parallel.h"
 
@@ -17,21 +18,21 @@ namespace {
 // range sums are added in order: the result does not depend on the thread count.
 constexpr int64_t kChunks = 64;
 
-template <bool kWeight, bool kBias>
-void forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t rows,
-             int64_t d, float eps) {
+template <bool kWeight, bool kBias, typename X, typename Y>
+void forward(const X* x, const float* w, const float* b, Y* y, float* mean, float* rstd, int64_t rows, int64_t d,
+             float eps) {
 #pragma omp parallel for schedule(static) if (rows > 1 && rows * d >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
+    const X* xr = x + r * d;
+    Y* yr = y + r * d;
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < d; ++j) sum += xr[j];
+    for (int64_t j = 0; j < d; ++j) sum += ld(xr[j]);
     const float mu = static_cast<float>(sum / static_cast<double>(d));
     double sq = 0.0;
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < d; ++j) {
-      const double dev = xr[j] - mu;
+      const double dev = ld(xr[j]) - mu;
       sq += dev * dev;
     }
     const float rs = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
@@ -39,10 +40,10 @@ void forward(const float* x, const float* w, const float* b, float* y, float* me
     rstd[r] = rs;
 #pragma omp simd
     for (int64_t j = 0; j < d; ++j) {
-      float v = (xr[j] - mu) * rs;
+      float v = (ld(xr[j]) - mu) * rs;
       if constexpr (kWeight) v *= w[j];
       if constexpr (kBias) v += b[j];
-      yr[j] = v;
+      st(yr[j], v);
     }
   }
 }
@@ -54,9 +55,9 @@ void forward(const float* x, const float* w, const float* b, float* y, float* me
 // while computing dx: in f32 over blocks of kBlockRows rows (cheap, and
 // short enough to stay accurate), each block then added into the chunk's
 // slice of `partial` ([chunks, 2, D], double).
-template <bool kWeight, bool kDx, bool kAffine>
-void backward(const float* x, const float* w, const float* g, const float* mean, const float* rstd, float* dx,
-              double* partial, int64_t rows, int64_t d) {
+template <bool kWeight, bool kDx, bool kAffine, typename X, typename G, typename DX>
+void backward(const X* x, const float* w, const G* g, const float* mean, const float* rstd, DX* dx, double* partial,
+              int64_t rows, int64_t d) {
   constexpr int64_t kBlockRows = 32;
   const int64_t chunks = std::min(rows, kChunks);
 #pragma omp parallel for schedule(static) if (chunks > 1 && rows * d >= kParallelMin)
@@ -66,17 +67,17 @@ void backward(const float* x, const float* w, const float* g, const float* mean,
     float* bb = bw + d;
     const int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
     for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * d;
-      const float* gr = g + r * d;
+      const X* xr = x + r * d;
+      const G* gr = g + r * d;
       const float mu = mean[r], rs = rstd[r];
       float mean_g = 0.0f, mean_gx = 0.0f;
       if constexpr (kDx) {
         float sg = 0.0f, sgx = 0.0f;
 #pragma omp simd reduction(+ : sg, sgx)
         for (int64_t j = 0; j < d; ++j) {
-          const float gh = kWeight ? gr[j] * w[j] : gr[j];
+          const float gh = kWeight ? ld(gr[j]) * w[j] : ld(gr[j]);
           sg += gh;
-          sgx += gh * ((xr[j] - mu) * rs);
+          sgx += gh * ((ld(xr[j]) - mu) * rs);
         }
         mean_g = sg / static_cast<float>(d);
         mean_gx = sgx / static_cast<float>(d);
@@ -84,19 +85,19 @@ void backward(const float* x, const float* w, const float* g, const float* mean,
       // Two loops, not one: the dx stores miss the cache, and sharing the
       // store buffer with the block sums' stores stalls both.
       if constexpr (kDx) {
-        float* dr = dx + r * d;
+        DX* dr = dx + r * d;
 #pragma omp simd
         for (int64_t j = 0; j < d; ++j) {
-          const float xh = (xr[j] - mu) * rs;
-          const float gh = kWeight ? gr[j] * w[j] : gr[j];
-          dr[j] = rs * (gh - mean_g - xh * mean_gx);
+          const float xh = (ld(xr[j]) - mu) * rs;
+          const float gh = kWeight ? ld(gr[j]) * w[j] : ld(gr[j]);
+          st(dr[j], rs * (gh - mean_g - xh * mean_gx));
         }
       }
       if constexpr (kAffine) {
 #pragma omp simd
         for (int64_t j = 0; j < d; ++j) {
-          bw[j] += gr[j] * ((xr[j] - mu) * rs);
-          bb[j] += gr[j];
+          bw[j] += ld(gr[j]) * ((ld(xr[j]) - mu) * rs);
+          bb[j] += ld(gr[j]);
         }
       }
       if (kAffine && ((r - r0 + 1) % kBlockRows == 0 || r + 1 == r1)) {
@@ -111,9 +112,9 @@ void backward(const float* x, const float* w, const float* g, const float* mean,
   }
 }
 
-template <bool kWeight>
-void backward_dispatch(bool need_dx, bool need_affine, const float* x, const float* w, const float* g,
-                       const float* mean, const float* rstd, float* dx, double* partial, int64_t rows, int64_t d) {
+template <bool kWeight, typename X, typename G, typename DX>
+void backward_dispatch(bool need_dx, bool need_affine, const X* x, const float* w, const G* g, const float* mean,
+                       const float* rstd, DX* dx, double* partial, int64_t rows, int64_t d) {
   if (need_dx && need_affine) backward<kWeight, true, true>(x, w, g, mean, rstd, dx, partial, rows, d);
   else if (need_dx) backward<kWeight, true, false>(x, w, g, mean, rstd, dx, partial, rows, d);
   else if (need_affine) backward<kWeight, false, true>(x, w, g, mean, rstd, dx, partial, rows, d);
@@ -124,13 +125,17 @@ void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Te
   const int64_t d = x.shape().back(), rows = mean.numel();
   const float* w = weight.defined() ? weight.data<float>() : nullptr;
   const float* b = bias.defined() ? bias.data<float>() : nullptr;
-  auto run = [&](auto kernel) {
-    kernel(x.data<float>(), w, b, out.data<float>(), mean.data<float>(), rstd.data<float>(), rows, d, eps);
-  };
-  if (w && b) run(forward<true, true>);
-  else if (w) run(forward<true, false>);
-  else if (b) run(forward<false, true>);
-  else run(forward<false, false>);
+  with_float_types(x, out, "layer_norm", [&](auto tx, auto ty) {
+    using X = decltype(tx);
+    using Y = decltype(ty);
+    const X* px = x.data<X>("layer_norm");
+    Y* py = out.data<Y>("layer_norm");
+    float *pm = mean.data<float>(), *pr = rstd.data<float>();
+    if (w && b) forward<true, true>(px, w, b, py, pm, pr, rows, d, eps);
+    else if (w) forward<true, false>(px, w, b, py, pm, pr, rows, d, eps);
+    else if (b) forward<false, true>(px, w, b, py, pm, pr, rows, d, eps);
+    else forward<false, false>(px, w, b, py, pm, pr, rows, d, eps);
+  });
 }
 
 void backward(const Tensor& x, const Tensor& weight, const Tensor& g, const Tensor& mean_t, const Tensor& rstd_t,
@@ -141,13 +146,19 @@ void backward(const Tensor& x, const Tensor& weight, const Tensor& g, const Tens
   const int64_t chunks = std::min(rows, kChunks);
   std::vector<double> partial(need_affine ? chunks * 2 * d : 0, 0.0);
   const float* w = weight.defined() ? weight.data<float>() : nullptr;
-  float* pdx = need_dx ? dx.data<float>() : nullptr;
-  if (w)
-    backward_dispatch<true>(need_dx, need_affine, x.data<float>(), w, g.data<float>(), mean_t.data<float>(),
-                            rstd_t.data<float>(), pdx, partial.data(), rows, d);
-  else
-    backward_dispatch<false>(need_dx, need_affine, x.data<float>(), w, g.data<float>(), mean_t.data<float>(),
-                             rstd_t.data<float>(), pdx, partial.data(), rows, d);
+  // dx takes its own dtype (x's when not wanted: the loop never writes it).
+  const Tensor& dx_type = need_dx ? dx : x;
+  with_float_types(x, g, dx_type, "layer_norm backward", [&](auto tx, auto tg, auto td) {
+    using X = decltype(tx);
+    using G = decltype(tg);
+    using DX = decltype(td);
+    const X* px = x.data<X>("layer_norm backward");
+    const G* pg = g.data<G>("layer_norm backward");
+    DX* pdx = need_dx ? dx.data<DX>("layer_norm backward") : nullptr;
+    const float *pm = mean_t.data<float>(), *pr = rstd_t.data<float>();
+    if (w) backward_dispatch<true>(need_dx, need_affine, px, w, pg, pm, pr, pdx, partial.data(), rows, d);
+    else backward_dispatch<false>(need_dx, need_affine, px, w, pg, pm, pr, pdx, partial.data(), rows, d);
+  });
   if (!need_affine) return;
 
   // [chunks, 2, D] -> [2, D], adding the chunks in order.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/element.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/vec_math.h"
@@ -31,19 +32,22 @@ void sum(const Tensor& x, const std::vector<int64_t>& reduced, const Tensor& out
   bool leading = x.is_contiguous();
   for (size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int64_t>(i);
   if (leading && !reduced.empty() && any_kept) {
-    const float* px = x.data<float>();
-    const int64_t rows = inner, cols = outer;
-    constexpr int64_t kBlock = 256;
+    with_float_type(x.dtype(), "reduce.sum", [&](auto tx) {  // f32 or bf16 (a bf16 layer's bias gradient)
+      using X = decltype(tx);
+      const X* px = x.data<X>("reduce.sum");
+      const int64_t rows = inner, cols = outer;
+      constexpr int64_t kBlock = 256;
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
-      const int64_t c1 = std::min(cols, c0 + kBlock);
-      double acc[kBlock] = {};
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = px + r * cols;
-        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+      for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+        const int64_t c1 = std::min(cols, c0 + kBlock);
+        double acc[kBlock] = {};
+        for (int64_t r = 0; r < rows; ++r) {
+          const X* row = px + r * cols;
+          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += ld(row[c]);
+        }
+        for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(acc[c - c0]);
       }
-      for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(acc[c - c0]);
-    }
+    });
     return;
   }
   // Otherwise bring the reduced dims last and sum rows.
@@ -53,7 +57,7 @@ void sum(const Tensor& x, const std::vector<int64_t>& reduced, const Tensor& out
     else order.push_back(i);
   }
   order.insert(order.end(), reduced.begin(), reduced.end());
-  Tensor xc = untracked(x).permute(order).contiguous();
+  Tensor xc = untracked(x).permute(order).contiguous().to(DType::f32);
   const float* px = xc.data<float>();
 #pragma omp parallel for schedule(static) if (outer * inner >= kParallelMin && outer > 1)
   for (int64_t o = 0; o < outer; ++o) {

@@ -198,10 +198,10 @@ std::vector<Tensor> project_stacked(const Tensor& x, const std::vector<Projectio
 }
 
 Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_offset, const Dropout& drop,
-                         const HeadMixing& mixing) {
+                         DType probs_dtype, const HeadMixing& mixing) {
   const int64_t B = scores.size(0), H = scores.size(1), Tq = scores.size(2), Tk = scores.size(3);
   if (mixing.logits.defined())  // [H, H] @ [B, H, Tq·Tk] -> [B, H, Tq·Tk]
-    scores = matmul(mixing.logits, scores.reshape({B, H, Tq * Tk})).view({B, H, Tq, Tk});
+    scores = matmul(mixing.logits, scores.reshape({B, H, Tq * Tk}), scores.dtype()).view({B, H, Tq, Tk});
   const float neg_inf = -std::numeric_limits<float>::infinity();
   if (mask.key_padding.defined()) {
     CMHA_CHECK(mask.key_padding.dim() == 2 && mask.key_padding.size(0) == B && mask.key_padding.size(1) == Tk,
@@ -215,7 +215,7 @@ Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_o
     CMHA_KERNEL(future.device(), mask.causal)(future, key_offset);
     scores = masked_fill(scores, future, neg_inf);
   }
-  Tensor probs = softmax(scores, -1);
+  Tensor probs = softmax(scores, -1, probs_dtype);
   if (mixing.weights.defined())
     probs = matmul(mixing.weights, probs.reshape({B, H, Tq * Tk})).view({B, H, Tq, Tk});
   return drop.forward(probs);

@@ -144,11 +144,13 @@ std::vector<Tensor> project_stacked(const Tensor& x, const std::vector<Projectio
 // the logits (talking heads), key-padding and causal masking, softmax,
 // optional mixing of the weights, dropout. `key_offset` is the number of keys
 // before the queries' own positions (causal masking with a decoding cache).
+// The weights come out in `probs_dtype`, the values' dtype: bf16 probabilities
+// of f32 scores under bf16 autocast (the softmax sums in f32 either way).
 struct HeadMixing {
   Tensor logits;   // [H, H] or undefined
   Tensor weights;  // [H, H] or undefined
 };
 Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_offset, const Dropout& drop,
-                         const HeadMixing& mixing = {});
+                         DType probs_dtype, const HeadMixing& mixing = {});
 
 }  // namespace cmha::nn

@@ -74,8 +74,8 @@ Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source
   // Every head against the one shared key tensor: qh's e_h columns pick head
   // h's content bias, so this single GEMM ([B, H·Tq, D̃k + H] @ [B, D̃k + H, Tk],
   // matmul folds the heads into the rows) is the whole score, bias included.
-  Tensor scores = matmul(qh, keys.unsqueeze(1).transpose(-1, -2));  // [B, H, Tq, Tk]
-  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_);
+  Tensor scores = matmul(qh, keys.unsqueeze(1).transpose(-1, -2), DType::f32);  // [B, H, Tq, Tk]
+  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, v.dtype());
   return merge_heads(matmul(probs, v));
 }
 

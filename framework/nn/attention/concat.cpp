@@ -72,8 +72,8 @@ Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const
     return merge_heads(heads);
   }
   q = mul_scalar(q, scale_);
-  Tensor scores = matmul(q, k.transpose(-1, -2));                              // [B, H, Tq, Tk]
-  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, mixing);
+  Tensor scores = matmul(q, k.transpose(-1, -2), DType::f32);                  // [B, H, Tq, Tk]
+  Tensor probs = attention_weights(scores, mask, offset, *attn_drop_, v.dtype(), mixing);
   return merge_heads(matmul(probs, v));                                        // [B, Tq, D]
 }
 

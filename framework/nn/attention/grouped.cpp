@@ -53,8 +53,8 @@ Tensor GroupedAttention::forward(const Tensor& query, const Tensor& source, cons
   q = mul_scalar(q, scale_).reshape({B, G, R, Tq, q.size(3)});  // [B, G, R, Tq, dk]
   const int64_t Tk = k.size(2);
   // Each key head serves R query heads: broadcast over the R dim, no copies.
-  Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2));               // [B, G, R, Tq, Tk]
-  Tensor probs = attention_weights(scores.view({B, H, Tq, Tk}), mask, offset, *attn_drop_);
+  Tensor scores = matmul(q, k.unsqueeze(2).transpose(-1, -2), DType::f32);   // [B, G, R, Tq, Tk]
+  Tensor probs = attention_weights(scores.view({B, H, Tq, Tk}), mask, offset, *attn_drop_, v.dtype());
   Tensor heads = matmul(probs.view({B, G, R, Tq, Tk}), v.unsqueeze(2));        // [B, G, R, Tq, dv]
   return merge_heads(heads.view({B, H, Tq, heads.size(4)}));
 }
