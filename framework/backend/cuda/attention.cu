@@ -14,31 +14,35 @@ namespace {
 constexpr int64_t kChunkRows = 64;  // as backend/cpu/attention.cpp
 
 // out[n, h, t, :] = [scale · q[n, t, :] ⊙ mixing[h, :], scale · e_h], one thread per element.
-__global__ void queries_kernel(const float* q, const float* mixing, float* out, int64_t H, int64_t Tq, int64_t Dk,
-                               int64_t n, float scale) {
+// q, out (and g, dq below): f32 or bf16 each; mixing, dmixing f32.
+template <typename Q, typename O>
+__global__ void queries_kernel(const Q* q, const float* mixing, O* out, int64_t H, int64_t Tq, int64_t Dk, int64_t n,
+                               float scale) {
   const int64_t W = Dk + H;
   CMHA_GRID_STRIDE(i, n) {
     const int64_t d = i % W, row = i / W;  // row = (b·H + h)·Tq + t
     const int64_t t = row % Tq, h = (row / Tq) % H, b = row / (Tq * H);
-    out[i] = d < Dk ? q[(b * Tq + t) * Dk + d] * (scale * mixing[h * Dk + d]) : (d - Dk == h ? scale : 0.0f);
+    st(out[i], d < Dk ? ld(q[(b * Tq + t) * Dk + d]) * (scale * mixing[h * Dk + d]) : (d - Dk == h ? scale : 0.0f));
   }
 }
 
 // dq[r, d] = scale · Σ_h g[b, h, t, d] · mixing[h, d] for row r = b·Tq + t.
-__global__ void dq_kernel(const float* mixing, const float* g, float* dq, int64_t H, int64_t Tq, int64_t Dk,
-                          int64_t n, float scale) {
+template <typename G, typename DQ>
+__global__ void dq_kernel(const float* mixing, const G* g, DQ* dq, int64_t H, int64_t Tq, int64_t Dk, int64_t n,
+                          float scale) {
   const int64_t W = Dk + H;
   CMHA_GRID_STRIDE(i, n) {
     const int64_t d = i % Dk, r = i / Dk, b = r / Tq, t = r % Tq;
     float s = 0.0f;
-    for (int64_t h = 0; h < H; ++h) s += g[((b * H + h) * Tq + t) * W + d] * mixing[h * Dk + d];
-    dq[i] = s * scale;
+    for (int64_t h = 0; h < H; ++h) s += ld(g[((b * H + h) * Tq + t) * W + d]) * mixing[h * Dk + d];
+    st(dq[i], s * scale);
   }
 }
 
 // partial[c, h, d] = Σ_{r in chunk c} g[b, h, t, d] · q[r, d] (rows in order).
-__global__ void dmixing_partial_kernel(const float* q, const float* g, float* partial, int64_t H, int64_t Tq,
-                                       int64_t Dk, int64_t rows, int64_t n) {
+template <typename Q, typename G>
+__global__ void dmixing_partial_kernel(const Q* q, const G* g, float* partial, int64_t H, int64_t Tq, int64_t Dk,
+                                       int64_t rows, int64_t n) {
   const int64_t W = Dk + H;
   CMHA_GRID_STRIDE(i, n) {
     const int64_t d = i % Dk, h = (i / Dk) % H, c = i / (Dk * H);
@@ -46,7 +50,7 @@ __global__ void dmixing_partial_kernel(const float* q, const float* g, float* pa
     float s = 0.0f;
     for (int64_t r = c * kChunkRows; r < r1; ++r) {
       const int64_t b = r / Tq, t = r % Tq;
-      s += g[((b * H + h) * Tq + t) * W + d] * q[r * Dk + d];
+      s += ld(g[((b * H + h) * Tq + t) * W + d]) * ld(q[r * Dk + d]);
     }
     partial[i] = s;
   }
@@ -65,9 +69,12 @@ void collaborative_queries(const Tensor& q, const Tensor& mixing, const Tensor& 
   constexpr const char* kName = "attention.collaborative_queries";
   const int64_t Tq = q.size(1), Dk = q.size(2), H = mixing.size(0), n = out.numel();
   if (n == 0) return;
-  queries_kernel<<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(
-      device_data<float>(q, kName), device_data<float>(mixing, kName), device_data<float>(out, kName), H, Tq, Dk, n,
-      scale);
+  with_float_types(q, out, kName, [&](auto tq, auto to) {
+    using Q = decltype(tq);
+    using O = decltype(to);
+    queries_kernel<Q, O><<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(
+        device_data<Q>(q, kName), device_data<float>(mixing, kName), device_data<O>(out, kName), H, Tq, Dk, n, scale);
+  });
   check_launch("attention.collaborative_queries");
 }
 
@@ -75,22 +82,34 @@ void collaborative_queries_backward(const Tensor& q, const Tensor& mixing, const
                                     const Tensor& dmixing, float scale) {
   const int64_t Tq = q.size(1), Dk = q.size(2), H = mixing.size(0), rows = q.size(0) * Tq;
   const cudaStream_t stream = launch_stream(g);
-  const auto* pq = device_data<float>(q, "attention.collaborative_queries_backward");
-  const auto* pm = device_data<float>(mixing, "attention.collaborative_queries_backward");
-  const auto* pg = device_data<float>(g, "attention.collaborative_queries_backward");
-  if (dq.defined() && dq.numel() > 0) {
-    auto* pdq = device_data<float>(dq, "attention.collaborative_queries_backward");
-    dq_kernel<<<blocks_for(dq.numel()), kThreads, 0, stream>>>(pm, pg, pdq, H, Tq, Dk, dq.numel(), scale);
-    check_launch("attention.collaborative_queries_backward dq");
-  }
-  if (!dmixing.defined() || dmixing.numel() == 0) return;
+  constexpr const char* kName = "attention.collaborative_queries_backward";
+  const auto* pm = device_data<float>(mixing, kName);
+  const bool want_dmixing = dmixing.defined() && dmixing.numel() > 0;
   const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows, n = H * Dk;
-  Tensor partial = Tensor::empty({std::max<int64_t>(1, chunks * n)}, DType::f32, g.device());  // [chunks, H, D̃k]
-  auto* pp = static_cast<float*>(partial.raw_data());
-  if (chunks > 0) {
-    dmixing_partial_kernel<<<blocks_for(chunks * n), kThreads, 0, stream>>>(pq, pg, pp, H, Tq, Dk, rows, chunks * n);
-    check_launch("attention.collaborative_queries_backward dmixing partial");
+  Tensor partial;  // [chunks, H, D̃k]
+  float* pp = nullptr;
+  if (want_dmixing) {
+    partial = Tensor::empty({std::max<int64_t>(1, chunks * n)}, DType::f32, g.device());
+    pp = static_cast<float*>(partial.raw_data());
   }
+  with_float_types(q, g, dq.defined() ? dq : q, kName, [&](auto tq, auto tg, auto td) {
+    using Q = decltype(tq);
+    using G = decltype(tg);
+    using DQ = decltype(td);
+    const auto* pq = device_data<Q>(q, kName);
+    const auto* pg = device_data<G>(g, kName);
+    if (dq.defined() && dq.numel() > 0) {
+      dq_kernel<G, DQ><<<blocks_for(dq.numel()), kThreads, 0, stream>>>(pm, pg, device_data<DQ>(dq, kName), H, Tq,
+                                                                        Dk, dq.numel(), scale);
+      check_launch("attention.collaborative_queries_backward dq");
+    }
+    if (want_dmixing && chunks > 0) {
+      dmixing_partial_kernel<Q, G>
+          <<<blocks_for(chunks * n), kThreads, 0, stream>>>(pq, pg, pp, H, Tq, Dk, rows, chunks * n);
+      check_launch("attention.collaborative_queries_backward dmixing partial");
+    }
+  });
+  if (!want_dmixing) return;
   float* pdm = device_data<float>(dmixing, "attention.collaborative_queries_backward");
   dmixing_total_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pp, pdm, chunks, n, scale);
   check_launch("attention.collaborative_queries_backward dmixing");

@@ -34,13 +34,12 @@ struct Div {
 
 // out (contiguous, the broadcast shape) = f(a, b); geometry operand 0: a,
 // operand 1: b, each with stride 0 where it broadcasts.
-template <typename F>
-__global__ void binary_strided_kernel(const float* a, const float* b, float* out, StridedGeometry<2> g, int64_t n,
-                                      F f) {
+template <typename A, typename B, typename O, typename F>
+__global__ void binary_strided_kernel(const A* a, const B* b, O* out, StridedGeometry<2> g, int64_t n, F f) {
   CMHA_GRID_STRIDE(i, n) {
     int64_t at[2];
     g.offsets(i, at);
-    out[i] = f(a[at[0]], b[at[1]]);
+    st(out[i], f(ld(a[at[0]]), ld(b[at[1]])));
   }
 }
 
@@ -51,14 +50,18 @@ void binary_as(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const Shape& shape = out.shape();
   const StridedGeometry<2> g =
       strided_geometry<2>(shape, {broadcast_strides(a, shape), broadcast_strides(b, shape)}, "elementwise.binary");
-  const float* pa = static_cast<const float*>(a.raw_data());
-  const float* pb = static_cast<const float*>(b.raw_data());
-  float* po = static_cast<float*>(out.raw_data());
   if (g.dims == 0 || (g.dims == 1 && g.strides[0][0] == 1 && g.strides[1][0] == 1)) {
     map2(a, b, out, f, "elementwise.binary");  // both contiguous, of out's shape
     return;
   }
-  binary_strided_kernel<F><<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(pa, pb, po, g, n, f);
+  with_float_types(a, b, out, "elementwise.binary", [&](auto ta, auto tb, auto to) {
+    using A = decltype(ta);
+    using B = decltype(tb);
+    using O = decltype(to);
+    binary_strided_kernel<A, B, O, F><<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(
+        static_cast<const A*>(a.raw_data()), static_cast<const B*>(b.raw_data()), static_cast<O*>(out.raw_data()), g,
+        n, f);
+  });
   check_launch("elementwise.binary");
 }
 

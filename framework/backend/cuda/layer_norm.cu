@@ -23,21 +23,22 @@ namespace {
 
 // ---- forward ----
 
-template <int kGroup>
-__global__ void forward_kernel(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+// x, y (and in the backward g, dx): f32 or bf16 each; statistics in f32/double.
+template <int kGroup, typename X, typename Y>
+__global__ void forward_kernel(const X* x, const float* w, const float* b, Y* y, float* mean, float* rstd,
                                int64_t rows, int64_t d, float eps) {
   using Group = RowGroup<kGroup>;
   __shared__ double scratch[32];
   CMHA_ROWS(r, rows, Group) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
+    const X* xr = x + r * d;
+    Y* yr = y + r * d;
     double sum = 0.0;
-    for (int64_t j = Group::lane(); j < d; j += kGroup) sum += xr[j];
+    for (int64_t j = Group::lane(); j < d; j += kGroup) sum += ld(xr[j]);
     sum = Group::sum(sum, scratch);
     const float mu = static_cast<float>(sum / static_cast<double>(d));
     double sq = 0.0;
     for (int64_t j = Group::lane(); j < d; j += kGroup) {
-      const double dev = xr[j] - mu;  // an f32 difference, as the CPU's
+      const double dev = ld(xr[j]) - mu;  // an f32 difference, as the CPU's
       sq += dev * dev;
     }
     sq = Group::sum(sq, scratch);
@@ -47,10 +48,10 @@ __global__ void forward_kernel(const float* x, const float* w, const float* b, f
       rstd[r] = rs;
     }
     for (int64_t j = Group::lane(); j < d; j += kGroup) {
-      float v = (xr[j] - mu) * rs;
+      float v = (ld(xr[j]) - mu) * rs;
       if (w) v *= w[j];
       if (b) v += b[j];
-      yr[j] = v;
+      st(yr[j], v);
     }
   }
 }
@@ -62,41 +63,45 @@ void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Te
   const cudaStream_t stream = launch_stream(x);
   const auto* w = weight.defined() ? static_cast<const float*>(weight.raw_data()) : nullptr;
   const auto* b = bias.defined() ? static_cast<const float*>(bias.raw_data()) : nullptr;
-  with_row_group(d, [&](auto group) {
-    constexpr int G = decltype(group)::value;
-    forward_kernel<G><<<row_blocks<G>(rows), row_threads<G>(), 0, stream>>>(
-        static_cast<const float*>(x.raw_data()), w, b, static_cast<float*>(y.raw_data()),
-        static_cast<float*>(mean.raw_data()), static_cast<float*>(rstd.raw_data()), rows, d, eps);
-    check_launch("layer_norm.forward");
+  with_float_types(x, y, "layer_norm.forward", [&](auto tx, auto ty) {
+    using X = decltype(tx);
+    using Y = decltype(ty);
+    with_row_group(d, [&](auto group) {
+      constexpr int G = decltype(group)::value;
+      forward_kernel<G, X, Y><<<row_blocks<G>(rows), row_threads<G>(), 0, stream>>>(
+          static_cast<const X*>(x.raw_data()), w, b, static_cast<Y*>(y.raw_data()),
+          static_cast<float*>(mean.raw_data()), static_cast<float*>(rstd.raw_data()), rows, d, eps);
+      check_launch("layer_norm.forward");
+    });
   });
 }
 
 // ---- backward ----
 
 // With x̂ = (x - μ)·rstd and ĝ = g·w:  dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ·x̂)).
-template <int kGroup>
-__global__ void dx_kernel(const float* x, const float* w, const float* g, const float* mean, const float* rstd,
-                          float* dx, int64_t rows, int64_t d) {
+template <int kGroup, typename X, typename G, typename DX>
+__global__ void dx_kernel(const X* x, const float* w, const G* g, const float* mean, const float* rstd, DX* dx,
+                          int64_t rows, int64_t d) {
   using Group = RowGroup<kGroup>;
   __shared__ float scratch[32];
   CMHA_ROWS(r, rows, Group) {
-    const float* xr = x + r * d;
-    const float* gr = g + r * d;
-    float* dr = dx + r * d;
+    const X* xr = x + r * d;
+    const G* gr = g + r * d;
+    DX* dr = dx + r * d;
     const float mu = mean[r], rs = rstd[r];
     float sg = 0.0f, sgx = 0.0f;
     for (int64_t j = Group::lane(); j < d; j += kGroup) {
-      const float gh = w ? gr[j] * w[j] : gr[j];
+      const float gh = w ? ld(gr[j]) * w[j] : ld(gr[j]);
       sg += gh;
-      sgx += gh * ((xr[j] - mu) * rs);
+      sgx += gh * ((ld(xr[j]) - mu) * rs);
     }
     sg = Group::sum(sg, scratch);
     sgx = Group::sum(sgx, scratch);
     const float mean_g = sg / static_cast<float>(d), mean_gx = sgx / static_cast<float>(d);
     for (int64_t j = Group::lane(); j < d; j += kGroup) {
-      const float xh = (xr[j] - mu) * rs;
-      const float gh = w ? gr[j] * w[j] : gr[j];
-      dr[j] = rs * (gh - mean_g - xh * mean_gx);
+      const float xh = (ld(xr[j]) - mu) * rs;
+      const float gh = w ? ld(gr[j]) * w[j] : ld(gr[j]);
+      st(dr[j], rs * (gh - mean_g - xh * mean_gx));
     }
   }
 }
@@ -115,15 +120,16 @@ RowChunks row_chunks(int64_t rows) {
 }
 
 // partial[c, 0, j] = Σ_{r in chunk c} g·x̂, partial[c, 1, j] = Σ g (double, in row order).
-__global__ void affine_partial_kernel(const float* x, const float* g, const float* mean, const float* rstd,
-                                      double* partial, int64_t rows, int64_t d, RowChunks chunks) {
+template <typename X, typename G>
+__global__ void affine_partial_kernel(const X* x, const G* g, const float* mean, const float* rstd, double* partial,
+                                      int64_t rows, int64_t d, RowChunks chunks) {
   CMHA_GRID_STRIDE(i, chunks.count * d) {
     const int64_t c = i / d, j = i % d;
     const int64_t r0 = c * chunks.length, r1 = std::min(rows, r0 + chunks.length);
     double sw = 0.0, sb = 0.0;
     for (int64_t r = r0; r < r1; ++r) {
-      const float gv = g[r * d + j];
-      sw += gv * ((x[r * d + j] - mean[r]) * rstd[r]);  // the f32 product, as the CPU's
+      const float gv = ld(g[r * d + j]);
+      sw += gv * ((ld(x[r * d + j]) - mean[r]) * rstd[r]);  // the f32 product, as the CPU's
       sb += gv;
     }
     partial[(c * 2) * d + j] = sw;
@@ -150,30 +156,37 @@ void backward(const Tensor& x, const Tensor& weight, const Tensor& g, const Tens
               const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   const int64_t d = x.shape().back(), rows = mean.numel();
   const cudaStream_t stream = launch_stream(x);
-  const auto* px = static_cast<const float*>(x.raw_data());
-  const auto* pg = static_cast<const float*>(g.raw_data());
   const auto* pmean = static_cast<const float*>(mean.raw_data());
   const auto* prstd = static_cast<const float*>(rstd.raw_data());
-  if (dx.defined() && rows > 0 && d > 0) {
-    const auto* w = weight.defined() ? static_cast<const float*>(weight.raw_data()) : nullptr;
-    with_row_group(d, [&](auto group) {
-      constexpr int G = decltype(group)::value;
-      dx_kernel<G><<<row_blocks<G>(rows), row_threads<G>(), 0, stream>>>(px, w, pg, pmean, prstd,
-                                                                         static_cast<float*>(dx.raw_data()), rows, d);
-      check_launch("layer_norm.backward dx");
-    });
-  }
-  if ((!dweight.defined() && !dbias.defined()) || d == 0) return;
+  const bool affine = (dweight.defined() || dbias.defined()) && d > 0;
   const RowChunks chunks = row_chunks(rows);
   Tensor partial;  // [chunks, 2, D] doubles (held as i64 of the same width)
   double* pp = nullptr;
-  if (chunks.count > 0) {
-    partial = Tensor::empty({chunks.count * 2 * d}, DType::i64, x.device());
-    pp = static_cast<double*>(partial.raw_data());
-    affine_partial_kernel<<<blocks_for(chunks.count * d), kThreads, 0, stream>>>(px, pg, pmean, prstd, pp, rows, d,
-                                                                                 chunks);
-    check_launch("layer_norm.backward affine partial");
-  }
+  // dx takes its own dtype (x's when not wanted: nothing writes it).
+  with_float_types(x, g, dx.defined() ? dx : x, "layer_norm.backward", [&](auto tx, auto tg, auto td) {
+    using X = decltype(tx);
+    using Gr = decltype(tg);
+    using DX = decltype(td);
+    const auto* px = static_cast<const X*>(x.raw_data());
+    const auto* pg = static_cast<const Gr*>(g.raw_data());
+    if (dx.defined() && rows > 0 && d > 0) {
+      const auto* w = weight.defined() ? static_cast<const float*>(weight.raw_data()) : nullptr;
+      with_row_group(d, [&](auto group) {
+        constexpr int G = decltype(group)::value;
+        dx_kernel<G, X, Gr, DX><<<row_blocks<G>(rows), row_threads<G>(), 0, stream>>>(
+            px, w, pg, pmean, prstd, static_cast<DX*>(dx.raw_data()), rows, d);
+        check_launch("layer_norm.backward dx");
+      });
+    }
+    if (affine && chunks.count > 0) {
+      partial = Tensor::empty({chunks.count * 2 * d}, DType::i64, x.device());
+      pp = static_cast<double*>(partial.raw_data());
+      affine_partial_kernel<X, Gr><<<blocks_for(chunks.count * d), kThreads, 0, stream>>>(px, pg, pmean, prstd, pp,
+                                                                                           rows, d, chunks);
+      check_launch("layer_norm.backward affine partial");
+    }
+  });
+  if (!affine) return;
   affine_total_kernel<<<blocks_for(d), kThreads, 0, stream>>>(
       pp, chunks.count, d, dweight.defined() ? static_cast<float*>(dweight.raw_data()) : nullptr,
       dbias.defined() ? static_cast<float*>(dbias.raw_data()) : nullptr);

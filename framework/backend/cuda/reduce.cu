@@ -61,28 +61,31 @@ __device__ __forceinline__ void store_sum(double acc, int64_t w, int64_t chunks,
 }
 
 // A thread per work item, walking its chunk in order.
-__global__ void sum_columns_kernel(const float* x, StridedGeometry<1> kept, StridedGeometry<1> red,
-                                   int64_t outputs, int64_t reduced, SumSplit split, float* out, double* partial) {
+// x f32 or bf16 (a bf16 layer's bias gradient); the sums are double, out f32.
+template <typename X>
+__global__ void sum_columns_kernel(const X* x, StridedGeometry<1> kept, StridedGeometry<1> red, int64_t outputs,
+                                   int64_t reduced, SumSplit split, float* out, double* partial) {
   CMHA_GRID_STRIDE(w, outputs * split.chunks) {
     const int64_t o = w % outputs, c = w / outputs;
-    const float* xo = x + offset_of(kept, o);
+    const X* xo = x + offset_of(kept, o);
     const int64_t j0 = c * split.length, j1 = std::min(reduced, j0 + split.length);
     double acc = 0.0;
-    for (int64_t j = j0; j < j1; ++j) acc += xo[offset_of(red, j)];
+    for (int64_t j = j0; j < j1; ++j) acc += ld(xo[offset_of(red, j)]);
     store_sum(acc, w, split.chunks, out, partial);
   }
 }
 
 // A warp per work item, its lanes along the chunk, then a warp sum.
-__global__ void sum_rows_kernel(const float* x, StridedGeometry<1> kept, StridedGeometry<1> red, int64_t outputs,
+template <typename X>
+__global__ void sum_rows_kernel(const X* x, StridedGeometry<1> kept, StridedGeometry<1> red, int64_t outputs,
                                 int64_t reduced, SumSplit split, float* out, double* partial) {
   using Group = RowGroup<32>;
   CMHA_ROWS(w, outputs * split.chunks, Group) {
     const int64_t o = w % outputs, c = w / outputs;
-    const float* xo = x + offset_of(kept, o);
+    const X* xo = x + offset_of(kept, o);
     const int64_t j0 = c * split.length, j1 = std::min(reduced, j0 + split.length);
     double acc = 0.0;
-    for (int64_t j = j0 + Group::lane(); j < j1; j += 32) acc += xo[offset_of(red, j)];
+    for (int64_t j = j0 + Group::lane(); j < j1; j += 32) acc += ld(xo[offset_of(red, j)]);
     acc = Group::sum(acc, static_cast<double*>(nullptr));
     if (Group::lane() == 0) store_sum(acc, w, split.chunks, out, partial);
   }
@@ -129,17 +132,20 @@ void sum(const Tensor& x, const std::vector<int64_t>& reduced_dims, const Tensor
   Tensor partial;  // [chunks, outputs] doubles (held as i64 of the same width)
   if (split.chunks > 1) partial = Tensor::empty({split.chunks * outputs}, DType::i64, x.device());
   double* pp = split.chunks > 1 ? static_cast<double*>(partial.raw_data()) : nullptr;
-  const auto* px = static_cast<const float*>(x.raw_data());
   auto* po = static_cast<float*>(out.raw_data());
   const int64_t work = outputs * split.chunks;
-  if (rows) {
-    sum_rows_kernel<<<row_blocks<32>(work), row_threads<32>(), 0, stream>>>(px, kept, red, outputs, reduced, split,
-                                                                            po, pp);
-    check_launch("reduce.sum rows");
-  } else {
-    sum_columns_kernel<<<blocks_for(work), kThreads, 0, stream>>>(px, kept, red, outputs, reduced, split, po, pp);
-    check_launch("reduce.sum columns");
-  }
+  with_float_type(x.dtype(), "reduce.sum", [&](auto tx) {
+    using X = decltype(tx);
+    const auto* px = static_cast<const X*>(x.raw_data());
+    if (rows) {
+      sum_rows_kernel<X><<<row_blocks<32>(work), row_threads<32>(), 0, stream>>>(px, kept, red, outputs, reduced,
+                                                                                 split, po, pp);
+      check_launch("reduce.sum rows");
+    } else {
+      sum_columns_kernel<X><<<blocks_for(work), kThreads, 0, stream>>>(px, kept, red, outputs, reduced, split, po, pp);
+      check_launch("reduce.sum columns");
+    }
+  });
   if (split.chunks > 1) {
     sum_chunks_kernel<<<blocks_for(outputs), kThreads, 0, stream>>>(pp, outputs, split.chunks, po);
     check_launch("reduce.sum chunks");
