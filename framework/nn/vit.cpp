@@ -60,7 +60,9 @@ Tensor VisionTransformer::forward_features(const Tensor& images) const {
   const int64_t B = images.size(0), C = cfg_.channels, p = cfg_.patch_size, g = cfg_.image_size / p;
   // [B, C, g·p, g·p] -> [B, C, g, p, g, p] -> [B, g, g, C, p, p] -> [B, N, C·p·p]
   Tensor patches = images.view({B, C, g, p, g, p}).permute({0, 2, 4, 1, 3, 5}).reshape({B, g * g, C * p * p});
-  Tensor x = patch_embed->forward(patches);  // [B, N, D]
+  // The residual stream is f32 (the cls and position embeddings are): a bf16
+  // patch embedding under autocast joins it cast up.
+  Tensor x = patch_embed->forward(patches).to(DType::f32);  // [B, N, D]
   std::vector<Tensor> parts{cls_token.expand({B, 1, cfg_.d_model})};
   if (dist_token.defined()) parts.push_back(dist_token.expand({B, 1, cfg_.d_model}));
   parts.push_back(x);
