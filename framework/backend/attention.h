@@ -46,17 +46,18 @@ struct FusedAttentionArgs {
 struct AttentionKernels {
   // out[n, h, t, d] = scale · q[n, t, d] · mixing[h, d] for d < D̃k and
   // out[n, h, t, D̃k + j] = scale · (h == j) for j < H.
-  // q: contiguous f32 [N, Tq, D̃k]; mixing: contiguous f32 [H, D̃k]; out:
-  // contiguous f32 [N, H, Tq, D̃k + H], preallocated by the caller.
+  // q: contiguous [N, Tq, D̃k]; mixing: contiguous f32 [H, D̃k]; out:
+  // contiguous [N, H, Tq, D̃k + H], preallocated by the caller. q and out f32
+  // or bf16 each (f32 arithmetic).
   void (*collaborative_queries)(const Tensor& q, const Tensor& mixing, const Tensor& out, float scale) = nullptr;
   // The backward pass of collaborative_queries for the upstream gradient g
-  // (contiguous f32 [N, H, Tq, D̃k + H]; its bias columns have no inputs):
+  // (contiguous [N, H, Tq, D̃k + H], f32 or bf16; its bias columns have no inputs):
   //   dq[n, t, d] = scale · Σ_h g[n, h, t, d] · mixing[h, d]
   //   dmixing[h, d] = scale · Σ_{n, t} g[n, h, t, d] · q[n, t, d]
   // summed in f32 in a fixed order (heads in order for dq; for dmixing, rows
   // n·Tq + t in fixed chunks whose sums are added in order), so the result
-  // depends on the data and the shape only. dq ([N, Tq, D̃k]) and dmixing
-  // ([H, D̃k]): contiguous f32, preallocated; either may be undefined (not
+  // depends on the data and the shape only. dq ([N, Tq, D̃k], f32 or bf16)
+  // and dmixing ([H, D̃k], f32): contiguous, preallocated; either may be undefined (not
   // wanted).
   void (*collaborative_queries_backward)(const Tensor& q, const Tensor& mixing, const Tensor& g, const Tensor& dq,
                                          const Tensor& dmixing, float scale) = nullptr;

@@ -40,12 +40,12 @@ inline uint32_t dropout_keep_threshold(float p) {
 struct DropoutKernels {
   // mask[i] = keep(i) (0 or 1, the layout above) and y[i] = x[i] · mask[i] · scale
   // (a multiply, not a select: a dropped inf/NaN gives NaN, as in PyTorch).
-  // x, y: contiguous f32 of n elements; mask: contiguous b8 of n elements; all
+  // x, y: contiguous, n elements, f32 or bf16 each (f32 arithmetic); mask: contiguous b8 of n elements; all
   // preallocated by the caller. 0 < p < 1 (the op handles p = 0 and p = 1);
   // scale is 1 / (1 - p) as the op computes it.
   void (*forward)(const Tensor& x, const Tensor& y, const Tensor& mask, uint64_t base,
                   std::array<uint32_t, 2> key, float p, float scale) = nullptr;
-  // dx[i] = g[i] · mask[i] · scale. g, dx: contiguous f32 of one size, dx
+  // dx[i] = g[i] · mask[i] · scale. g, dx: contiguous, of one size, f32 or bf16 each, dx
   // preallocated; mask: the b8 mask forward wrote.
   void (*backward)(const Tensor& g, const Tensor& mask, const Tensor& dx, float scale) = nullptr;
 };

@@ -10,7 +10,7 @@ namespace cmha::backend {
 
 struct ReduceKernels {
   // out = Σ x over the dims `reduced` (wrapped, ascending, no repeats; none
-  // is a copy), accumulated in double. x f32, any strides; out f32,
+  // is a copy), accumulated in double. x f32 or bf16, any strides; out f32,
   // contiguous, holding the kept dims in their order (with or without the
   // reduced dims as 1s), preallocated by the caller.
   void (*sum)(const Tensor& x, const std::vector<int64_t>& reduced, const Tensor& out) = nullptr;

@@ -15,13 +15,15 @@ struct SoftmaxGeometry {
 
 struct SoftmaxKernels {
   // y = softmax(x), or log_softmax(x) when `log`, over the middle dim of `s`.
-  // x, y f32, contiguous, of one shape with outer·n·inner elements; y
+  // x, y contiguous, of one shape with outer·n·inner elements, f32 or bf16
+  // each (bf16 probabilities of f32 attention scores), sums in f32; y
   // preallocated by the caller.
   void (*forward)(const Tensor& x, const Tensor& y, const SoftmaxGeometry& s, bool log) = nullptr;
   // dx from the forward's output y and the gradient g:
   //   softmax:     dx = y · (g - Σ g·y)
   //   log_softmax: dx = g - e^y · Σ g
-  // y, g, dx f32, contiguous, of one shape; dx preallocated by the caller.
+  // y, g, dx contiguous, of one shape, f32 or bf16 each; dx preallocated by
+  // the caller.
   void (*backward)(const Tensor& y, const Tensor& g, const Tensor& dx, const SoftmaxGeometry& s,
                    bool log) = nullptr;
 };

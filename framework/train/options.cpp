@@ -125,7 +125,7 @@ std::vector<OptionSpec> build() {
   add("train.update_freq", T::integer, "1", "Micro-batches accumulated into one update", 1, 1 << 20);
   add("train.clip_norm", T::real, "0.0", "Clip the gradient's global L2 norm to this; 0 = off", 0);
   add("train.tf32", T::boolean, "false", "On a GPU, f32 GEMMs round their inputs to TF32 for the tensor cores: faster, ~1e-3 relative error; no effect on the CPU");
-  add("train.bf16", T::boolean, "false", "bf16 autocast: linear layers multiply in bf16 with f32 accumulation; weights and gradients stay f32");
+  add("train.bf16", T::boolean, "false", "bf16 autocast: GEMMs read bf16 and write bf16 activations (f32 accumulation); attention scores, softmax/layer-norm/loss sums, the residual stream, weights, gradients and optimizer state stay f32");
   add("train.ema_decay", T::real, "0.0", "Keep an exponential moving average of the weights; 0 = off", 0, 1);
   add("train.save_every", T::integer, "0", "Save a checkpoint every N updates (and always at epoch ends); 0 = epoch ends only", 0);
   add("train.keep_last", T::integer, "3", "Update checkpoints to keep besides the best and the last", 0, 1 << 20);
