@@ -8,6 +8,8 @@
 #   tests/bench/compare_builds.sh OLD_DIR NEW_DIR [ROUNDS]
 # where each DIR holds a `cmha` and a `gemm_bench` binary (e.g. build/cmha and
 # build/tests/bench/gemm_bench copied side by side). Higher is faster everywhere.
+# BENCH_ARGS adds recipe overrides to every `cmha bench`, e.g.
+#   BENCH_ARGS=train.bf16=true tests/bench/compare_builds.sh OLD NEW
 set -eu
 OLD=$1 NEW=$2 ROUNDS=${3:-3}
 cd "$(dirname "$0")/../.."
@@ -16,7 +18,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 bench_tps() {  # binary recipe threads -> tokens/s (cmha bench's JSON)
-  "$1/cmha" bench "$2" --threads "$3" 2>/dev/null | sed -n 's/.*"tokens_per_s": *\([0-9.e+]*\).*/\1/p'
+  # shellcheck disable=SC2086
+  "$1/cmha" bench "$2" --threads "$3" ${BENCH_ARGS:-} 2>/dev/null | sed -n 's/.*"tokens_per_s": *\([0-9.e+]*\).*/\1/p'
 }
 gemm_gflops() {  # binary threads -> geometric mean of cmha's linear fwd+bwd GFLOP/s over gemm_bench's 6 cases
   "$1/gemm_bench" --benchmark_filter="threads:$2" --benchmark_repetitions=1 2>/dev/null |
