@@ -4,10 +4,8 @@
 // through st() (bf16 rounds to nearest even, NaN stays NaN), so one loop
 // serves f32, bf16 and mixed tensors (the bf16 activations of train.bf16
 // beside the f32 residual stream), with f32 arithmetic inside.
-#include <string>
-
+#include "backend/float_types.h"
 #include "tensor/dtype.h"
-#include "tensor/tensor.h"
 
 namespace cmha::cpu {
 
@@ -16,27 +14,8 @@ namespace cmha::cpu {
 [[gnu::always_inline]] inline void st(float& d, float v) { d = v; }
 [[gnu::always_inline]] inline void st(bf16& d, float v) { d = float_to_bf16(v); }
 
-// Calls f(T{}) with T the element type of dtype d (float or bf16); any other
-// dtype is an error naming the kernel.
-template <typename F>
-void with_float_type(DType d, const char* kernel, F&& f) {
-  if (d == DType::f32) f(float{});
-  else if (d == DType::bf16) f(bf16{});
-  else throw Error(std::string(kernel) + ": expected an f32 or bf16 tensor, got " + dtype_name(d));
-}
-
-// The element types of two and three tensors, each f32 or bf16 on its own.
-template <typename F>
-void with_float_types(const Tensor& a, const Tensor& b, const char* kernel, F&& f) {
-  with_float_type(a.dtype(), kernel, [&](auto ta) {
-    with_float_type(b.dtype(), kernel, [&](auto tb) { f(ta, tb); });
-  });
-}
-template <typename F>
-void with_float_types(const Tensor& a, const Tensor& b, const Tensor& c, const char* kernel, F&& f) {
-  with_float_types(a, b, kernel, [&](auto ta, auto tb) {
-    with_float_type(c.dtype(), kernel, [&](auto tc) { f(ta, tb, tc); });
-  });
-}
+// The dispatch on each tensor's dtype is the devices' shared one.
+using backend::with_float_type;
+using backend::with_float_types;
 
 }  // namespace cmha::cpu

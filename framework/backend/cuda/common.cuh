@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "backend/float_types.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"
@@ -110,24 +111,9 @@ __device__ __forceinline__ float ld(bf16 v) { return bf16_bits_to_float(v.bits);
 __device__ __forceinline__ void st(float& d, float v) { d = v; }
 __device__ __forceinline__ void st(bf16& d, float v) { d.bits = float_to_bf16_bits(v); }
 
-// Calls f(T{}) with T float or bf16 after dtype d; any other dtype is an
-// error naming the kernel. The two- and three-tensor forms give each its own.
-template <typename F>
-void with_float_type(DType d, const char* kernel, F&& f) {
-  if (d == DType::f32) f(float{});
-  else if (d == DType::bf16) f(bf16{});
-  else throw Error(std::string(kernel) + ": expected an f32 or bf16 tensor, got " + dtype_name(d));
-}
-template <typename F>
-void with_float_types(const Tensor& a, const Tensor& b, const char* kernel, F&& f) {
-  with_float_type(a.dtype(), kernel, [&](auto ta) { with_float_type(b.dtype(), kernel, [&](auto tb) { f(ta, tb); }); });
-}
-template <typename F>
-void with_float_types(const Tensor& a, const Tensor& b, const Tensor& c, const char* kernel, F&& f) {
-  with_float_types(a, b, kernel, [&](auto ta, auto tb) {
-    with_float_type(c.dtype(), kernel, [&](auto tc) { f(ta, tb, tc); });
-  });
-}
+// The dispatch on each tensor's dtype is the devices' shared one.
+using backend::with_float_type;
+using backend::with_float_types;
 
 // double -> integer as the CPU's static_cast compiles on x86 (cvttsd2si):
 // truncation toward zero, and NaN or a value out of range gives the
