@@ -8,13 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "backend/kernels.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
 #include "support/check.h"
@@ -296,4 +297,29 @@ TEST(Bf16Autocast, VisionTransformersFollowF32InLossAndEveryGradient) {
         model, [&] { return model.forward(images); },
         [&](const Tensor& logits) { return cross_entropy(logits, labels); });
   }
+}
+
+// What the ops and kernels refuse, each one sentence naming the op (or
+// kernel) and the dtype: only f32 and bf16 carry activations.
+TEST(Bf16Ops, OtherDtypesAreErrorsNamingTheOpAndTheDtype) {
+  const Tensor h = Tensor::zeros({2, 3}, DType::f16), x = Tensor::zeros({2, 3});
+  auto expect_error = [](const std::function<void()>& f, const std::vector<std::string>& parts) {
+    const std::string e = error_of(f);
+    for (const std::string& p : parts) EXPECT_NE(e.find(p), std::string::npos) << e;
+  };
+  expect_error([&] { matmul(x, x.transpose(0, 1), DType::i32); }, {"matmul", "i32"});
+  expect_error([&] { softmax(x, -1, DType::f16); }, {"softmax", "f16"});
+  expect_error([&] { add(x, h); }, {"add", "f16[2, 3]"});
+  expect_error([&] { mul_scalar(h, 2.0f); }, {"mul_scalar", "f16[2, 3]"});
+  expect_error([&] { sum(Tensor::zeros({2, 3}, DType::i64), {0}); }, {"sum", "i64[2, 3]"});
+  expect_error([&] { layer_norm(h, {}, {}); }, {"layer_norm", "f16[2, 3]"});
+  expect_error([&] {
+    Generator gen(1);
+    dropout(h, 0.5f, true, gen);
+  }, {"dropout", "f16[2, 3]"});
+  expect_error([&] { linear_cross_entropy(h, Tensor::zeros({4, 3}), Tensor::zeros({2}, DType::i64)); },
+               {"linear_cross_entropy", "f16[2, 3]"});
+  // A kernel handed another dtype names itself (the ops check first).
+  Tensor out = Tensor::empty({2, 3}, DType::f16);
+  expect_error([&] { CMHA_KERNEL(Device::cpu(), activation.relu)(h, out); }, {"f32 or bf16", "f16"});
 }
