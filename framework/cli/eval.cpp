@@ -11,11 +11,11 @@
 #include "cli/command_line.h"
 #include "data/image_dataset.h"
 #include "data/image_loader.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
 #include "tensor/error.h"
-#include "train/checkpoint.h"
 #include "train/image_pipeline.h"
 #include "train/image_task.h"
-#include "train/model_config.h"
 
 namespace cmha::cli {
 namespace {
@@ -55,12 +55,12 @@ int eval_command(const Args& args) {
     CMHA_CHECK(o.rfind("data.", 0) == 0, "cmha eval takes only data.* overrides (the model is the checkpoint's), got '" + o + "'");
   CMHA_CHECK(!path.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
   CMHA_CHECK(std::filesystem::exists(path), "checkpoint '" + path + "' does not exist");  // the loader names a directory
-  const train::Checkpoint ckpt = train::load_checkpoint(path);
+  const run::Checkpoint ckpt = run::load_checkpoint(path);
   // The model first: image data.* overrides on a translation model's recipe would be refused for that less clearly.
-  const std::string task = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)").string("train.task");
+  const std::string task = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)").string("train.task");
   CMHA_CHECK(task != "translation", "checkpoint '" + path +
                                         "' is a translation model; score it with 'cmha translate' and 'cmha bleu'");
-  const train::Recipe recipe = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)", overrides);
+  const run::Recipe recipe = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)", overrides);
   CMHA_CHECK(task == "image_classification" && recipe.string("model.kind") == "vit",
              "checkpoint '" + path + "' is a " + recipe.string("model.kind") + " for " + task +
                  ", not an image classifier (model.kind vit)");
@@ -69,12 +69,12 @@ int eval_command(const Args& args) {
   const long long t = threads > 0 ? threads : recipe.integer("train.threads");
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
 
-  const nn::VitConfig cfg = train::vit_config(recipe);
+  const nn::VitConfig cfg = run::vit_config(recipe);
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   nn::VisionTransformer model(cfg, init_gen);
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
-  train::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
+  run::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
 
   std::shared_ptr<const data::ImageDataset> dataset;
   std::string data_name;
