@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
+#include "data/image_loader.h"
 #include "data/image_transforms.h"
 #include "support/check.h"
 
@@ -103,6 +105,42 @@ TEST(JpegRegion, HeaderSizeAndErrorsNameTheFile) {
   const std::string msg = test::error_of([&] { src.decode(8, 0, 40, 0, 70); });
   EXPECT_EQ(msg.rfind("half.jpg: corrupt JPEG image", 0), 0u) << msg;
   EXPECT_NE(test::error_of([&] { src.decode(8, 5, 5, 0, 70); }).find("is empty"), std::string::npos);
+}
+
+// A JPEG whose header reads but whose pixels are cut: the error comes from the
+// transform (the region decode) and names the file; skip_bad_images skips it whole.
+TEST(JpegRegion, ALoaderSkipsAJpegCutInItsPixels) {
+  const std::string root = test::temp_dir("jpeg_region_loader");
+  for (int i = 0; i < 4; ++i) {
+    const std::string cls = root + "/c" + std::to_string(i % 2);
+    std::filesystem::create_directories(cls);
+    std::vector<uint8_t> jpg = encode_jpeg(photo_like(60, 80, i), 90);
+    if (i == 3) {  // 40 bytes past the start of scan (0xFF 0xDA): the header reads, the pixels end early
+      size_t sos = 0;
+      while (sos + 1 < jpg.size() && !(jpg[sos] == 0xFF && jpg[sos + 1] == 0xDA)) ++sos;
+      jpg.resize(sos + 40);
+    }
+    write_file(cls + "/" + std::to_string(i) + ".jpg", jpg);
+  }
+  const std::string bad = root + "/c1/3.jpg";
+  auto ds = std::make_shared<ImageFolderDataset>(root, ColorMode::rgb);
+  ImageSource src = ds->open(3);  // the header alone is fine
+  EXPECT_EQ(src.width(), 80);
+  ImageLoaderOptions o;
+  o.batch_size = 4, o.workers = 0, o.training = false;
+  o.transform.image_size = 32, o.transform.eval_resize = 40;
+  ImageLoader strict(ds, o, 1);
+  strict.start_epoch(0);
+  ImageBatch b;
+  const std::string msg = test::error_of([&] { strict.next(b); });
+  EXPECT_EQ(msg.rfind(bad + ": corrupt JPEG image", 0), 0u) << msg;
+  o.skip_bad_images = true;
+  ImageLoader lenient(ds, o, 1);
+  lenient.start_epoch(0);
+  ASSERT_TRUE(lenient.next(b));
+  EXPECT_EQ(b.images.size(0), 3);
+  EXPECT_EQ(b.skipped, 1);
+  std::filesystem::remove_all(root);
 }
 
 // Output pixels for mean 0 and std 1/255: the transform's f32 output is the uint8 image.
