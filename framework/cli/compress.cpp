@@ -25,6 +25,8 @@ const char* kCompressDescription =
     "decomposition; the query biases become the content bias, the key biases are\n"
     "dropped (the softmax ignores them), values, output and score scale are kept.\n"
     "D >= the layer's key width writes the exact factorisation (same function).\n"
+    "Layers may get their own D (--key-dim encoder.0=128,64); the recipe then\n"
+    "records them in model.<place>.layers.\n"
     "OUT is a normal checkpoint (weights and recipe; no optimiser or EMA state).\n"
     "Beside it, OUT's name with .yaml is the recipe to fine-tune it with\n"
     "('cmha train OUT.yaml': train.init_from is OUT).\n";
@@ -56,13 +58,16 @@ std::vector<std::string> split_commas(const std::string& text) {
 }  // namespace
 
 int compress_command(const Args& args) {
-  std::string input, out, layers;
+  std::string input, out, layers, key_dims;
   long long threads = 0;
   compress::CompressOptions opt;
   CommandLine cl("compress", kCompressDescription);
   cl.app().add_option("checkpoint", input, "the checkpoint with concat attention")->type_name("CKPT");
-  cl.app().add_option("--key-dim", opt.shared_dim, "shared query/key width D~k (required)")
-      ->check(whole_number(1, 1 << 20))->type_name("D");
+  cl.app().add_option("--key-dim", key_dims,
+                      "shared query/key width D~k (required): D for every concat layer, PLACE.LAYER=D for one "
+                      "layer (encoder.0=128; layers from 0), or a comma-separated list of both "
+                      "(encoder.0=128,encoder.5=32,64: 64 for the other layers)")
+      ->type_name("D|PLACE.LAYER=D,...");
   cl.app().add_option("-o,--output", out, "the compressed checkpoint to write (required)")->type_name("OUT");
   cl.app().add_option("--layers", layers,
                       "comma-separated attention places: " + place_list() + " (default: every concat place)")
@@ -83,7 +88,8 @@ int compress_command(const Args& args) {
   if (cl.app().count("--layers") > 0) opt.places = split_commas(layers);
   if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
   CMHA_CHECK(!input.empty(), "cmha compress needs a checkpoint (try 'cmha compress --help')");
-  CMHA_CHECK(opt.shared_dim > 0, "cmha compress needs --key-dim D");
+  CMHA_CHECK(!key_dims.empty(), "cmha compress needs --key-dim D");
+  compress::parse_key_dims(key_dims, opt);
   CMHA_CHECK(!out.empty(), "cmha compress needs -o OUT");
   const run::Checkpoint in = run::load_checkpoint(input);
   std::printf("%-32s %6s %6s %9s %10s %8s\n", "layer", "D_k", "D~k", "CP-ALS", "rel.error", "seconds");

@@ -27,14 +27,15 @@ namespace cmha::compress {
 struct AttentionPlace {
   std::string name;
   std::vector<std::string> prefixes;
+  std::vector<nn::AttentionConfig> configs;   // each layer's (model.<name>.layers on top of the place's)
   const nn::AttentionPlace* place = nullptr;  // its registry entry
   std::string key() const { return "model." + name; }
 };
 std::vector<AttentionPlace> attention_places(const run::Recipe& r);
 
 // Picks places by the names a user types: "attention" (or "vit"), "encoder",
-// "decoder", "cross" (or the full names); empty = every concat place. A
-// name the model lacks, or a place that is not concat, is a cmha::Error.
+// "decoder", "cross" (or the full names); empty = every place with a concat
+// layer. A name the model lacks, or a place without a concat layer, is a cmha::Error.
 std::vector<AttentionPlace> select_places(const run::Recipe& r, const std::vector<std::string>& names);
 
 // What one converted layer reports.
@@ -53,14 +54,25 @@ struct LayerReport {
 LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::string& prefix, int64_t heads,
                           int64_t shared_dim, const CpOptions& als);
 
+// One layer's own D̃k: `place` as select_places takes it ("encoder"), `layer` from 0.
+struct LayerKeyDim {
+  std::string place;
+  int64_t layer = 0;
+  int64_t shared_dim = 0;
+};
 struct CompressOptions {
-  int64_t shared_dim = 0;            // D̃k
-  std::vector<std::string> places;   // as select_places; empty = all concat places
+  int64_t shared_dim = 0;            // D̃k of every concat layer of the places; 0 = only those in `layers`
+  std::vector<LayerKeyDim> layers;   // layers with their own D̃k (each must be concat)
+  std::vector<std::string> places;   // as select_places; empty = all places with a concat layer
   CpOptions als;                     // iterations, tolerance, init, seed
 };
+// `cmha compress --key-dim`'s list: "64" (every layer), "encoder.0=128,encoder.5=32"
+// (those layers), or both ("encoder.0=128,64"); a bad item is a cmha::Error naming it.
+void parse_key_dims(const std::string& text, CompressOptions& opt);
 // The compressed checkpoint of `in` (read from `path`): converted weights, the
-// recipe with those places collaborative (key_dim D̃k, the original score
-// scale written explicitly), the trainer state with "compressed_from", and no
+// recipe with those layers collaborative (key_dim D̃k, the original score
+// scale written explicitly: for the whole place when all its layers got one
+// D̃k, else in model.<place>.layers), the trainer state with "compressed_from", and no
 // optimiser or EMA state. A place's layers are decomposed side by side
 // (cp_als_layers); `on_layer` then hears of each, in order.
 run::Checkpoint compress_checkpoint(const run::Checkpoint& in, const std::string& path,

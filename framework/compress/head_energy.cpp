@@ -53,9 +53,10 @@ std::vector<LayerEnergy> checkpoint_head_energy(const run::Checkpoint& ckpt, con
   const run::Recipe r = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)");
   std::vector<LayerEnergy> out;
   for (const AttentionPlace& place : attention_places(r)) {
-    const nn::AttentionConfig a = run::attention_config(r, place.key());
-    if (a.type != "concat" && a.type != "collaborative") continue;
-    for (const std::string& prefix : place.prefixes) {
+    for (size_t layer = 0; layer < place.prefixes.size(); ++layer) {
+      const std::string& prefix = place.prefixes[layer];
+      const nn::AttentionConfig& a = place.configs[layer];
+      if (a.type != "concat" && a.type != "collaborative") continue;
       LayerEnergy e;
       e.prefix = prefix;
       e.type = a.type;

@@ -148,6 +148,9 @@ nn::AttentionConfig exportable_attention(const run::Recipe& r, const std::string
                                          bool full_width) {
   nn::AttentionConfig a = run::attention_config(r, place);
   const int64_t d = r.integer("model.d_model");
+  CMHA_CHECK(layer_attention_configs(r, place).empty(),
+             place + ".layers gives some layers their own attention settings, but " + format +
+                 " holds one attention configuration per place");
   CMHA_CHECK(a.type == "concat", place + ".type is '" + a.type + "', but " + format +
                                      " holds concat attention only (export before cmha compress, or with --weights in cmha's names)");
   CMHA_CHECK(a.bias, place + ".bias is false, but " + format + "'s attention projections have biases");

@@ -7,9 +7,10 @@
 
 namespace cmha::nn {
 
-EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& gen) : pre_norm(cfg.pre_norm) {
-  self_attn = register_module("self_attn", make_attention(cfg.encoder_attention, cfg.d_model, gen));
-  self_attn->set_place("encoder self-attention");  // the roles of nn/attention/registry.cpp's places
+EncoderLayer::EncoderLayer(const TransformerConfig& cfg, int64_t layer, Generator& gen) : pre_norm(cfg.pre_norm) {
+  // The places are the roles of nn/attention/registry.cpp's places.
+  self_attn = register_module("self_attn", make_layer_attention(cfg.encoder_attention, cfg.encoder_attention_layers,
+                                                                layer, "encoder self-attention", cfg.d_model, gen));
   self_attn_norm = register_module("self_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   ffn = register_module("ffn", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, cfg.activation,
                                                              cfg.activation_dropout, gen));
@@ -26,12 +27,12 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& mask) const {
   return pre_norm ? z : ffn_norm->forward(z);
 }
 
-DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& gen) : pre_norm(cfg.pre_norm) {
-  self_attn = register_module("self_attn", make_attention(cfg.decoder_attention, cfg.d_model, gen));
-  self_attn->set_place("decoder self-attention");
+DecoderLayer::DecoderLayer(const TransformerConfig& cfg, int64_t layer, Generator& gen) : pre_norm(cfg.pre_norm) {
+  self_attn = register_module("self_attn", make_layer_attention(cfg.decoder_attention, cfg.decoder_attention_layers,
+                                                                layer, "decoder self-attention", cfg.d_model, gen));
   self_attn_norm = register_module("self_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
-  cross_attn = register_module("cross_attn", make_attention(cfg.cross_attention, cfg.d_model, gen));
-  cross_attn->set_place("decoder cross-attention");
+  cross_attn = register_module("cross_attn", make_layer_attention(cfg.cross_attention, cfg.cross_attention_layers,
+                                                                  layer, "decoder cross-attention", cfg.d_model, gen));
   cross_attn_norm = register_module("cross_attn_norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   ffn = register_module("ffn", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, cfg.activation,
                                                              cfg.activation_dropout, gen));
@@ -79,9 +80,9 @@ Transformer::Transformer(const TransformerConfig& cfg, Generator& gen) : cfg_(cf
     tgt_positions = register_module("tgt_positions", std::make_shared<LearnedPositions>(cfg.max_positions + cfg.position_offset, cfg.d_model, gen));
   }
   for (int64_t i = 0; i < cfg.encoder_layers; ++i)
-    encoder_layers.push_back(register_module("encoder.layers." + std::to_string(i), std::make_shared<EncoderLayer>(cfg, gen)));
+    encoder_layers.push_back(register_module("encoder.layers." + std::to_string(i), std::make_shared<EncoderLayer>(cfg, i, gen)));
   for (int64_t i = 0; i < cfg.decoder_layers; ++i)
-    decoder_layers.push_back(register_module("decoder.layers." + std::to_string(i), std::make_shared<DecoderLayer>(cfg, gen)));
+    decoder_layers.push_back(register_module("decoder.layers." + std::to_string(i), std::make_shared<DecoderLayer>(cfg, i, gen)));
   if (cfg.encoder_final_norm)
     encoder_norm = register_module("encoder.norm", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   if (cfg.decoder_final_norm)

@@ -15,6 +15,8 @@ struct TransformerConfig {
   int64_t d_model = 512, ffn_dim = 2048;
   int64_t encoder_layers = 6, decoder_layers = 6;
   AttentionConfig encoder_attention, decoder_attention, cross_attention;
+  // Layers whose attention differs from their place's (attention_for_layer).
+  LayerAttention encoder_attention_layers, decoder_attention_layers, cross_attention_layers;
   bool pre_norm = false;
   bool encoder_final_norm = false, decoder_final_norm = false;
   float dropout = 0.1f, activation_dropout = 0.0f;
@@ -32,7 +34,7 @@ struct TransformerConfig {
 
 class EncoderLayer : public Module {
  public:
-  EncoderLayer(const TransformerConfig& cfg, Generator& gen);
+  EncoderLayer(const TransformerConfig& cfg, int64_t layer, Generator& gen);  // layer: its index from 0
   Tensor forward(const Tensor& x, const AttentionMask& mask) const;  // [B, S, D] -> [B, S, D]
   std::shared_ptr<Attention> self_attn;
   std::shared_ptr<LayerNorm> self_attn_norm, ffn_norm;
@@ -49,7 +51,7 @@ struct DecoderCache {
 
 class DecoderLayer : public Module {
  public:
-  DecoderLayer(const TransformerConfig& cfg, Generator& gen);
+  DecoderLayer(const TransformerConfig& cfg, int64_t layer, Generator& gen);
   // x [B, T, D], memory [B, S, D] -> [B, T, D]
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& memory_mask,
                  AttentionCache* self_cache, AttentionCache* cross_cache) const;

@@ -5,10 +5,10 @@
 
 namespace cmha::nn {
 
-VitBlock::VitBlock(const VitConfig& cfg, float drop_path_p, Generator& gen) {
+VitBlock::VitBlock(const VitConfig& cfg, int64_t index, float drop_path_p, Generator& gen) {
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
-  attn = register_module("attn", make_attention(cfg.attention, cfg.d_model, gen));
-  attn->set_place("ViT self-attention");
+  attn = register_module("attn", make_layer_attention(cfg.attention, cfg.attention_layers, index, "ViT self-attention",
+                                                      cfg.d_model, gen));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(cfg.d_model, cfg.layer_norm_eps));
   mlp = register_module("mlp", std::make_shared<FeedForward>(cfg.d_model, cfg.ffn_dim, "gelu", cfg.dropout, gen));
   drop_path = register_module("drop_path", std::make_shared<DropPath>(drop_path_p));
@@ -40,7 +40,7 @@ VisionTransformer::VisionTransformer(const VitConfig& cfg, Generator& gen) : cfg
   for (int64_t i = 0; i < cfg.depth; ++i) {
     // Stochastic depth grows linearly with depth (DeiT).
     const float p = cfg.depth > 1 ? cfg.drop_path * static_cast<float>(i) / static_cast<float>(cfg.depth - 1) : cfg.drop_path;
-    blocks.push_back(register_module("blocks." + std::to_string(i), std::make_shared<VitBlock>(cfg, p, gen)));
+    blocks.push_back(register_module("blocks." + std::to_string(i), std::make_shared<VitBlock>(cfg, i, p, gen)));
   }
   norm = register_module("norm", std::make_shared<LayerNorm>(D, cfg.layer_norm_eps));
   head = register_module("head", std::make_shared<Linear>(D, cfg.num_classes, true, gen));

@@ -14,6 +14,7 @@ struct VitConfig {
   int64_t image_size = 224, patch_size = 16, channels = 3, num_classes = 1000;
   int64_t d_model = 768, depth = 12, ffn_dim = 3072;
   AttentionConfig attention;
+  LayerAttention attention_layers;  // blocks whose attention differs (attention_for_layer)
   float dropout = 0.0f;     // after the position embedding and in the blocks' residual branches
   float drop_path = 0.1f;   // at the last block; linearly increasing from 0 at the first
   bool distillation_token = false;
@@ -23,7 +24,7 @@ struct VitConfig {
 
 class VitBlock : public Module {
  public:
-  VitBlock(const VitConfig& cfg, float drop_path, Generator& gen);
+  VitBlock(const VitConfig& cfg, int64_t index, float drop_path, Generator& gen);  // index: the block's, from 0
   Tensor forward(const Tensor& x) const;  // [B, N, D] -> [B, N, D]
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Attention> attn;

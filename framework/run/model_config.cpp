@@ -21,6 +21,29 @@ nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix)
   return c;
 }
 
+nn::LayerAttention layer_attention_configs(const Recipe& r, const std::string& prefix) {
+  const nn::AttentionConfig place = attention_config(r, prefix);
+  nn::LayerAttention out;
+  for (const auto& kv : r.layer_map(prefix + ".layers")) {
+    nn::AttentionConfig c = place;
+    for (const auto& setting : kv.second) {
+      const nn::AttentionKey& k = *nn::find_attention_key(setting.first.Scalar());
+      switch (k.type) {
+        case nn::AttentionKeyType::integer: nn::set_attention_key(c, k, setting.second.as<int64_t>()); break;
+        case nn::AttentionKeyType::real: nn::set_attention_key(c, k, setting.second.as<double>()); break;
+        case nn::AttentionKeyType::boolean: nn::set_attention_key(c, k, setting.second.as<bool>()); break;
+        case nn::AttentionKeyType::string: nn::set_attention_key(c, k, setting.second.as<std::string>()); break;
+      }
+    }
+    out[kv.first.as<int64_t>()] = c;
+  }
+  return out;
+}
+
+nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix, int64_t layer) {
+  return nn::attention_for_layer(attention_config(r, prefix), layer_attention_configs(r, prefix), layer);
+}
+
 nn::TransformerConfig transformer_config(const Recipe& r) {
   nn::TransformerConfig c;
   c.src_vocab = c.tgt_vocab = r.integer("model.vocab_size");
@@ -31,6 +54,9 @@ nn::TransformerConfig transformer_config(const Recipe& r) {
   c.encoder_attention = attention_config(r, "model.encoder_attention");
   c.decoder_attention = attention_config(r, "model.decoder_attention");
   c.cross_attention = attention_config(r, "model.cross_attention");
+  c.encoder_attention_layers = layer_attention_configs(r, "model.encoder_attention");
+  c.decoder_attention_layers = layer_attention_configs(r, "model.decoder_attention");
+  c.cross_attention_layers = layer_attention_configs(r, "model.cross_attention");
   c.pre_norm = r.boolean("model.pre_norm");
   c.encoder_final_norm = r.boolean("model.encoder_final_norm");
   c.decoder_final_norm = r.boolean("model.decoder_final_norm");
@@ -57,6 +83,7 @@ nn::VitConfig vit_config(const Recipe& r) {
   c.depth = r.integer("model.depth");
   c.ffn_dim = r.integer("model.ffn_dim");
   c.attention = attention_config(r, "model.attention");
+  c.attention_layers = layer_attention_configs(r, "model.attention");
   c.dropout = static_cast<float>(r.real("model.dropout"));
   c.drop_path = static_cast<float>(r.real("model.drop_path"));
   c.distillation_token = r.boolean("model.distillation_token");

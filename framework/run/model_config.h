@@ -13,6 +13,11 @@ namespace cmha::run {
 // The attention keys (nn/attention/registry.h) under `prefix`
 // ("model.encoder_attention", ...), each falling back to model.attention when unset.
 nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix);
+// The layers model.<place>.layers sets apart (`prefix` = "model.<place>"),
+// each attention_config(r, prefix) with that layer's keys on top.
+nn::LayerAttention layer_attention_configs(const Recipe& r, const std::string& prefix);
+// One layer's attention: its own settings, else the place's.
+nn::AttentionConfig attention_config(const Recipe& r, const std::string& prefix, int64_t layer);
 nn::TransformerConfig transformer_config(const Recipe& r);
 nn::VitConfig vit_config(const Recipe& r);
 // The optim.* keys of the optimiser (optim.name, lr, betas, eps, momentum,

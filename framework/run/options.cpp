@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "nn/attention/registry.h"
+#include "tensor/error.h"
 
 namespace cmha::run {
 
@@ -45,6 +46,13 @@ void add_attention_keys(std::vector<OptionSpec>& r) {
       if (!place.inherits.empty()) s.inherit_from = "model." + place.inherits + "." + k.name;
       r.push_back(std::move(s));
     }
+    // Per-layer settings belong to one place: they do not inherit, as the places differ in depth.
+    r.push_back(OptionSpec{"model." + place.name + ".layers", T::layer_map, "{}",
+                           "Per-layer attention settings of this place" +
+                               (place.role.empty() ? std::string() : " (" + place.role + ")") +
+                               ", by layer index from 0: {0: {key_dim: 128}, 5: {type: concat}}; a layer's unset "
+                               "keys take the place's",
+                           -kUnbounded, kUnbounded, {}, "", {place.model_kind}});
   }
 }
 
@@ -268,8 +276,27 @@ const char* option_type_name(OptionType t) {
     case OptionType::boolean: return "true or false";
     case OptionType::string: return "a string";
     case OptionType::real_list: return "a list of numbers";
+    case OptionType::layer_map: return "a mapping of layer indices to attention keys";
   }
   return "?";
+}
+
+}  // namespace cmha::run
+
+namespace cmha::run {
+
+OptionSpec layer_key_option(const std::string& layers_path, int64_t layer, const std::string& key) {
+  const std::string at = layers_path + "." + std::to_string(layer);
+  const nn::AttentionKey* k = nn::find_attention_key(key);
+  if (!k) {
+    std::string best;
+    size_t best_d = std::numeric_limits<size_t>::max();
+    for (const nn::AttentionKey& a : nn::attention_keys())
+      if (const size_t d = edit_distance(key, a.name); d < best_d) best_d = d, best = a.name;
+    throw Error(at + ": unknown attention key '" + key + "'; did you mean '" + best + "'?");
+  }
+  return OptionSpec{at + "." + k->name, option_type(k->type), k->default_value, k->help,
+                    k->min.value_or(-kUnbounded), k->max.value_or(kUnbounded), k->choices, "", {}, {}};
 }
 
 }  // namespace cmha::run

@@ -2,12 +2,15 @@
 // The one registry of recipe keys: every key has a type, a default and a
 // one-sentence help text. `cmha train --help` lists them, validation checks
 // recipes against them, and --dump-config prints them resolved.
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace cmha::run {
 
-enum class OptionType { integer, real, boolean, string, real_list };
+// layer_map: per-layer attention settings, a mapping from layer index to a
+// mapping of attention keys (model.<place>.layers: {0: {key_dim: 128}, 5: {type: concat}}).
+enum class OptionType { integer, real, boolean, string, real_list, layer_map };
 
 // The bound of a number key that has none (min = -kUnbounded, max = kUnbounded).
 inline constexpr double kUnbounded = 1e300;
@@ -32,6 +35,11 @@ const OptionSpec* find_option(const std::string& path);
 // The registered key closest to `path` (edit distance), for "did you mean".
 std::string nearest_option(const std::string& path);
 const char* option_type_name(OptionType t);
+// The spec of one attention key of one layer inside a layer_map key
+// ("model.encoder_attention.layers", 3, "key_dim"): the attention key's type,
+// range and choices under the path "model.encoder_attention.layers.3.key_dim".
+// An unknown key is a cmha::Error naming the layer and the nearest key.
+OptionSpec layer_key_option(const std::string& layers_path, int64_t layer, const std::string& key);
 // "transformer models", "vit models, image_classification", "": whom the key
 // is for, as --help shows it ("" = everyone).
 std::string option_applies_to(const OptionSpec& spec);

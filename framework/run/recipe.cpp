@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "nn/attention/registry.h"
 #include "run/options.h"
 #include "tensor/error.h"
 
@@ -33,6 +34,68 @@ std::string range_of(const OptionSpec& spec) {
   if (low) return "at least " + num(spec.min);
   if (high) return "at most " + num(spec.max);
   return "any number";
+}
+
+std::string check_value(const OptionSpec& spec, const YAML::Node& node);
+
+// A layer_map value: {index: {attention key: value}}, each index a whole
+// number from 0 and each value checked as its attention key; the error names the layer.
+std::string check_layer_map(const OptionSpec& spec, const YAML::Node& node) {
+  if (node.IsNull()) return "";
+  if (!node.IsMap()) return spec.path + " expects " + option_type_name(spec.type) + ", e.g. {0: {key_dim: 128}}";
+  for (const auto& kv : node) {
+    int64_t layer = -1;
+    try {
+      if (kv.first.IsScalar()) layer = kv.first.as<int64_t>();
+    } catch (const YAML::Exception&) {
+    }
+    if (layer < 0)
+      return spec.path + ": '" + (kv.first.IsScalar() ? kv.first.Scalar() : YAML::Dump(kv.first)) +
+             "' is not a layer index (a whole number from 0)";
+    const std::string at = spec.path + "." + std::to_string(layer);
+    if (!kv.second.IsMap()) return at + " expects a mapping of attention keys, e.g. {key_dim: 128}";
+    for (const auto& setting : kv.second) {
+      if (!setting.first.IsScalar()) return at + ": an attention key must be a plain name";
+      OptionSpec key{};
+      try {
+        key = layer_key_option(spec.path, layer, setting.first.Scalar());
+      } catch (const Error& e) {
+        return e.what();  // an unknown key, named with the layer
+      }
+      const std::string problem = check_value(key, setting.second);
+      if (!problem.empty()) return problem;
+    }
+  }
+  return "";
+}
+
+// The layer_map as cmha keeps it: indices as numbers, ascending, each
+// layer's keys in registry order with values of their types, so that equal
+// settings compare and print the same.
+YAML::Node normalized_layer_map(const std::string& path, const YAML::Node& node) {
+  std::map<int64_t, YAML::Node> layers;
+  if (node.IsMap())
+    for (const auto& kv : node) {
+      const int64_t layer = kv.first.as<int64_t>();
+      CMHA_CHECK(layers.count(layer) == 0, path + ": layer " + std::to_string(layer) + " is set twice");
+      layers[layer] = kv.second;
+    }
+  YAML::Node out(YAML::NodeType::Map);
+  for (const auto& [layer, settings] : layers) {
+    YAML::Node typed(YAML::NodeType::Map);
+    for (const nn::AttentionKey& k : nn::attention_keys()) {
+      const YAML::Node v = settings[k.name];
+      if (!v) continue;
+      switch (k.type) {
+        case nn::AttentionKeyType::integer: typed[k.name] = v.as<int64_t>(); break;
+        case nn::AttentionKeyType::real: typed[k.name] = v.as<double>(); break;
+        case nn::AttentionKeyType::boolean: typed[k.name] = v.as<bool>(); break;
+        case nn::AttentionKeyType::string: typed[k.name] = v.IsNull() ? std::string() : v.as<std::string>(); break;
+      }
+    }
+    out[layer] = typed;
+  }
+  return out;
 }
 
 // Checks that `node` holds a value of the spec's type and range; returns an
@@ -81,6 +144,8 @@ std::string check_value(const OptionSpec& spec, const YAML::Node& node) {
           if (!std::isfinite(e.as<double>())) return spec.path + " holds " + e.Scalar() + ", not a finite number";
         }
         return "";
+      case OptionType::layer_map:
+        return check_layer_map(spec, node);
     }
   } catch (const YAML::Exception&) {
     return expect + ", got '" + YAML::Dump(node) + "'";
@@ -193,6 +258,29 @@ void Recipe::finish(const std::vector<std::string>& overrides, Unread stored) {
                 joined(by_kind ? spec.model_kinds : spec.tasks) + ", and this recipe's " + chooser + " is " + value +
                 (where == "default" ? " (the default)" : " (" + where + ")") + ": remove it, as nothing would read it");
   }
+  check_layer_indices();
+}
+
+void Recipe::check_layer_indices() const {
+  for (const nn::AttentionPlace& place : nn::attention_places()) {
+    const std::string path = "model." + place.name + ".layers";
+    const auto it = values_.find(path);
+    if (it == values_.end() || !reads(path)) continue;
+    const std::string count_key = "model." + place.layers;
+    const int64_t count = integer(count_key);
+    for (const auto& kv : it->second.node) {
+      const int64_t layer = kv.first.as<int64_t>();
+      CMHA_CHECK(layer < count, it->second.origin + ": " + path + " sets layer " + std::to_string(layer) +
+                                    ", which does not exist: " + count_key + " is " + std::to_string(count) +
+                                    (count > 0 ? " (layers 0 to " + std::to_string(count - 1) + ")" : ""));
+    }
+  }
+}
+
+YAML::Node Recipe::layer_map(const std::string& path) const {
+  CMHA_CHECK(find_option(path) && find_option(path)->type == OptionType::layer_map,
+             "internal: the recipe key '" + path + "' is not a layer_map");
+  return YAML::Clone(resolve(path));
 }
 
 Recipe Recipe::parse_text(const std::string& yaml_text, const std::string& name) {
@@ -268,6 +356,10 @@ void Recipe::set(const std::string& path, const YAML::Node& given, const std::st
   const YAML::Node node = spec->type == OptionType::string && given.IsNull() ? YAML::Node(std::string()) : given;
   const std::string problem = check_value(*spec, node);
   CMHA_CHECK(problem.empty(), origin + ": " + problem);
+  if (spec->type == OptionType::layer_map) {
+    values_[path] = Value{normalized_layer_map(origin + ": " + path, node), origin};
+    return;
+  }
   values_[path] = Value{YAML::Clone(node), origin};
 }
 
@@ -376,11 +468,34 @@ std::string first_difference(const Recipe& a, const Recipe& b, const std::vector
       case OptionType::boolean: same = a.boolean(spec.path) == b.boolean(spec.path); break;
       case OptionType::string: same = a.string(spec.path) == b.string(spec.path); break;
       case OptionType::real_list: same = a.reals(spec.path) == b.reals(spec.path); break;
+      case OptionType::layer_map: same = a.text(spec.path) == b.text(spec.path); break;  // normalized by set()
     }
     if (!same) return spec.path;
   }
   return "";
 }
+
+namespace {
+// A normalized layer_map as JSON: {"0": {"key_dim": 128}}, values of their keys' types.
+nlohmann::ordered_json layer_map_json(const YAML::Node& node) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& kv : node) {
+    nlohmann::ordered_json& layer = out[kv.first.Scalar()];
+    layer = nlohmann::ordered_json::object();
+    for (const auto& setting : kv.second) {
+      const nn::AttentionKey& k = *nn::find_attention_key(setting.first.Scalar());
+      auto& v = layer[k.name];
+      switch (k.type) {
+        case nn::AttentionKeyType::integer: v = setting.second.as<int64_t>(); break;
+        case nn::AttentionKeyType::real: v = setting.second.as<double>(); break;
+        case nn::AttentionKeyType::boolean: v = setting.second.as<bool>(); break;
+        case nn::AttentionKeyType::string: v = setting.second.as<std::string>(); break;
+      }
+    }
+  }
+  return out;
+}
+}  // namespace
 
 nlohmann::ordered_json Recipe::to_json() const {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
@@ -395,6 +510,7 @@ nlohmann::ordered_json Recipe::to_json() const {
       case OptionType::boolean: *node = boolean(spec.path); break;
       case OptionType::string: *node = string(spec.path); break;
       case OptionType::real_list: *node = reals(spec.path); break;
+      case OptionType::layer_map: *node = layer_map_json(resolve(spec.path)); break;
     }
   }
   return out;

@@ -34,6 +34,9 @@ class Recipe {
   bool boolean(const std::string& path) const;
   std::string string(const std::string& path) const;
   std::vector<double> reals(const std::string& path) const;
+  // A layer_map key's value: {layer: {attention key: value}}, layers
+  // ascending, each layer's keys in registry order and typed (model_config.h reads it).
+  YAML::Node layer_map(const std::string& path) const;
   // Where a key was set ("recipe.yaml:12", "command line"), or "default".
   std::string origin(const std::string& path) const;
   // Whether this recipe's model.kind and train.task read the key.
@@ -58,6 +61,8 @@ class Recipe {
   enum class Unread { refuse, drop };
   // Applies the overrides, then refuses (or drops) keys set for a model or task that does not read them.
   void finish(const std::vector<std::string>& overrides, Unread stored);
+  // Refuses a model.<place>.layers entry past the place's layer count, naming the layer.
+  void check_layer_indices() const;
   // The node that decides `path`: explicit, else inherited, else the default.
   YAML::Node resolve(const std::string& path, std::string* where = nullptr) const;
   std::map<std::string, Value> values_;

@@ -54,8 +54,13 @@ std::string architecture_of(const run::Recipe& recipe) {
   const YAML::Node& places = model;  // const: looking a place up must not add it
   for (const nn::AttentionPlace& place : nn::attention_places())
     if (YAML::Node group = places[place.name])
-      for (const nn::AttentionKey& key : nn::attention_keys())
-        if (key.init_only) group.remove(key.name);
+      for (const nn::AttentionKey& key : nn::attention_keys()) {
+        if (!key.init_only) continue;
+        group.remove(key.name);
+        const YAML::Node& read = group;  // const: looking "layers" up must not add it
+        if (YAML::Node layers = read["layers"]; layers.IsMap())
+          for (auto layer : layers) layer.second.remove(key.name);
+      }
   return YAML::Dump(model);
 }
 

@@ -69,6 +69,7 @@ void check_resolved(const Recipe& r) {
       case OptionType::boolean: (void)r.boolean(spec.path); break;
       case OptionType::string: (void)r.string(spec.path); break;
       case OptionType::real_list: (void)r.reals(spec.path); break;
+      case OptionType::layer_map: (void)r.layer_map(spec.path); break;
     }
   }
   const std::string text = r.dump();

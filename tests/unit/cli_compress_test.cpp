@@ -68,6 +68,64 @@ TEST(CliCompress, CompressesInfoShowsItAndHeadsAnalysesBoth) {
   fs::remove_all(dir);
 }
 
+TEST(CliCompress, PerLayerKeyDimsGoToTheRecipeAndInfoListsThem) {
+  const std::string dir = test::temp_dir("cli_compress_layers");
+  const std::string in = write_concat_vit(dir), out = dir + "/mixed.safetensors";
+  // Block 0 to D~k 8 by CP-ALS; block 1 keeps concat attention.
+  test::CommandResult r =
+      test::run_cmha("compress " + in + " --key-dim attention.0=8 --iters 3 --threads 1 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "blocks.0.attn.")) << r.output;
+  EXPECT_FALSE(has(r.output, "blocks.1.attn.")) << r.output;
+  const run::Checkpoint c = run::load_checkpoint(out);
+  EXPECT_EQ(c.weights.at("blocks.0.attn.mixing").shape(), (Shape{4, 8}));
+  EXPECT_EQ(c.weights.count("blocks.1.attn.mixing"), 0u);
+  const run::Recipe rec = run::Recipe::parse_stored(c.recipe, "compressed");
+  EXPECT_EQ(rec.string("model.attention.type"), "concat");
+  EXPECT_EQ(run::attention_config(rec, "model.attention", 0).type, "collaborative");
+  EXPECT_EQ(run::attention_config(rec, "model.attention", 0).key_dim, 8);
+  EXPECT_EQ(run::attention_config(rec, "model.attention", 1).key_dim, 24);
+  // The checkpoint loads into the model its recipe describes.
+  Generator gen(1);
+  nn::VisionTransformer model(run::vit_config(rec), gen);
+  for (auto& [name, p] : model.named_parameters()) EXPECT_EQ(c.weights.at(name).shape(), p.shape()) << name;
+
+  r = test::run_cmha("info " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "attention: concat, 4 heads, key_dim 24")) << r.output;
+  EXPECT_TRUE(has(r.output, "some layers differ (below)")) << r.output;
+  EXPECT_TRUE(has(r.output, "  attention             0*  collaborative     4       8        16")) << r.output;
+  EXPECT_TRUE(has(r.output, "  attention             1   concat            4      24        16   default")) << r.output;
+
+  // Then block 1 as well, to another D~k: the recipe keeps both layers apart.
+  const std::string both = dir + "/both.safetensors";
+  r = test::run_cmha("compress " + out + " --key-dim 12 --iters 3 --threads 1 -o " + both);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const run::Recipe rec2 = run::Recipe::parse_stored(run::load_checkpoint(both).recipe, "both");
+  EXPECT_EQ(run::attention_config(rec2, "model.attention", 0).key_dim, 8);
+  EXPECT_EQ(run::attention_config(rec2, "model.attention", 1).key_dim, 12);
+  EXPECT_EQ(run::attention_config(rec2, "model.attention", 1).type, "collaborative");
+
+  const std::pair<std::string, std::string> cases[] = {
+      {"--key-dim attention.2=8", "there is no layer 2: model.attention has 2 layers (0 to 1)"},
+      {"--key-dim attention.x=8", "'x' is not a layer index"},
+      {"--key-dim attention.0=8,attention.0=4", "names attention.0 twice"},
+      {"--key-dim 8,4", "gives the D~k of every layer twice"},
+      {"--key-dim encoder.0=8", "has no attention place 'encoder'"},
+      {"--key-dim attention0=8", "must look like PLACE.LAYER=D"},
+  };
+  for (const auto& [args, message] : cases) {
+    r = test::run_cmha("compress " + in + " " + args + " -o " + dir + "/bad.safetensors");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, message)) << args << "\n" << r.output;
+  }
+  r = test::run_cmha("compress " + out + " --key-dim attention.0=4 -o " + dir + "/bad.safetensors");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "attention.0: that layer is collaborative; only concat attention can be compressed"))
+      << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(CliCompress, MistakesAreOneSentenceWithExitCode2) {
   const std::string dir = test::temp_dir("cli_compress_errors");
   const std::string in = write_concat_vit(dir), out = dir + "/o.safetensors";

@@ -267,3 +267,69 @@ TEST(Recipe, FirstDifferenceComparesValuesOfTheKeysType) {
   EXPECT_EQ(first_difference(a, Recipe::parse("model: {kind: vit}\n")), "model.kind");
   EXPECT_EQ(a.text("optim.betas"), "[0.9, 0.98]");
 }
+
+TEST(Recipe, PerLayerAttentionSettingsOverThePlace) {
+  const Recipe r = Recipe::parse(
+      "model:\n  encoder_layers: 3\n  attention: {heads: 4, key_dim: 64}\n"
+      "  encoder_attention:\n    layers: {2: {type: collaborative, key_dim: 16}, 0: {key_dim: \"32\"}}\n",
+      "r.yaml", {"model.decoder_attention.layers={1: {heads: 2}}"});
+  EXPECT_EQ(attention_config(r, "model.encoder_attention", 0).key_dim, 32);
+  EXPECT_EQ(attention_config(r, "model.encoder_attention", 0).type, "concat");
+  EXPECT_EQ(attention_config(r, "model.encoder_attention", 1).key_dim, 64);  // the place's
+  EXPECT_EQ(attention_config(r, "model.encoder_attention", 2).type, "collaborative");
+  EXPECT_EQ(attention_config(r, "model.encoder_attention", 2).heads, 4);
+  EXPECT_EQ(attention_config(r, "model.decoder_attention", 1).heads, 2);
+  EXPECT_EQ(attention_config(r, "model.cross_attention", 1).heads, 4);  // layers do not inherit between places
+  const nn::TransformerConfig t = transformer_config(r);
+  EXPECT_EQ(t.encoder_attention_layers.size(), 2u);
+  EXPECT_EQ(t.encoder_attention_layers.at(2).key_dim, 16);
+  // Normalized: indices ascending, values typed; so the dump reads back the same.
+  EXPECT_EQ(r.text("model.encoder_attention.layers"), "{0: {key_dim: 32}, 2: {type: collaborative, key_dim: 16}}");
+  const Recipe again = Recipe::parse(r.dump(), "dump");
+  EXPECT_EQ(first_difference(r, again), "");
+  EXPECT_EQ(again.text("model.encoder_attention.layers"), r.text("model.encoder_attention.layers"));
+  EXPECT_EQ(r.to_json()["model"]["encoder_attention"]["layers"]["2"]["key_dim"], 16);
+  const Recipe other = Recipe::parse("model: {encoder_attention: {layers: {0: {key_dim: 33}}}}", "o.yaml");
+  EXPECT_EQ(first_difference(r, other), "model.encoder_layers");
+  EXPECT_EQ(first_difference(Recipe::parse("model: {encoder_layers: 3}", "a"), other, {"model.encoder_layers"}),
+            "model.encoder_attention.layers");
+}
+
+TEST(Recipe, PerLayerErrorsNameTheLayer) {
+  EXPECT_EQ(error_of([] { Recipe::parse("model:\n  encoder_attention: {layers: {6: {key_dim: 8}}}\n", "r.yaml"); }),
+            "r.yaml:2: model.encoder_attention.layers sets layer 6, which does not exist: model.encoder_layers is 6 "
+            "(layers 0 to 5)");
+  EXPECT_EQ(error_of([] { Recipe::parse("", "r.yaml", {"model.cross_attention.layers={9: {heads: 2}}"}); }),
+            "command line (model.cross_attention.layers={9: {heads: 2}}): model.cross_attention.layers sets layer 9, "
+            "which does not exist: model.decoder_layers is 6 (layers 0 to 5)");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {1: {keydim: 8}}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers.1: unknown attention key 'keydim'; did you mean 'key_dim'?");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {1: {key_dim: -8}}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers.1.key_dim = -8 is out of range: [0, 1048576]");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {1: {type: linear}}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers.1.type = 'linear' is not one of: concat, collaborative, "
+            "talking_heads, grouped");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {first: {heads: 2}}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers: 'first' is not a layer index (a whole number from 0)");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {-1: {heads: 2}}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers: '-1' is not a layer index (a whole number from 0)");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: [1, 2]}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers expects a mapping of layer indices to attention keys, e.g. "
+            "{0: {key_dim: 128}}");
+  EXPECT_EQ(error_of([] { Recipe::parse("model: {encoder_attention: {layers: {1: 64}}}", "r.yaml"); }),
+            "r.yaml:1: model.encoder_attention.layers.1 expects a mapping of attention keys, e.g. {key_dim: 128}");
+  // A ViT's per-block settings are model.attention.layers; a transformer does not read them.
+  EXPECT_NE(error_of([] { Recipe::parse("model: {attention: {layers: {0: {heads: 2}}}}", "r.yaml"); })
+                .find("model.attention.layers is read only by model.kind vit"),
+            std::string::npos);
+  EXPECT_NO_THROW(Recipe::parse("model: {kind: vit, depth: 2, attention: {layers: {1: {heads: 2}}}}", "r.yaml"));
+  // Sizes that do not fit a layer's heads: the error names the place and the layer.
+  const Recipe bad = Recipe::parse(
+      "model: {encoder_layers: 2, decoder_layers: 1, d_model: 16, ffn_dim: 16, vocab_size: 10,\n"
+      "        attention: {heads: 4}, encoder_attention: {layers: {1: {key_dim: 6}}}}\n", "r.yaml");
+  EXPECT_EQ(error_of([&] {
+              Generator gen(1);
+              nn::Transformer m(transformer_config(bad), gen);
+            }).rfind("encoder self-attention, layer 1 (its per-layer settings): attention.key_dim (6)", 0),
+            0u);
+}

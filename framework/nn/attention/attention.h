@@ -45,6 +45,12 @@ struct AttentionConfig {
   T extra_value(const std::string& key) const;
 };
 
+// The layers of one place set apart from the place's config (the recipe's
+// model.<place>.layers), by layer index; each a whole config.
+using LayerAttention = std::map<int64_t, AttentionConfig>;
+// Layer `layer`'s config: its entry in `layers`, else the place's `all`.
+const AttentionConfig& attention_for_layer(const AttentionConfig& all, const LayerAttention& layers, int64_t layer);
+
 // What a query may not look at.
 struct AttentionMask {
   Tensor key_padding;  // b8 [B, Tk], true at padding positions; may be undefined
@@ -136,6 +142,11 @@ std::string attention_paths_report();
 // Builds the attention named by cfg.type (registry.h); an unknown type or
 // inconsistent sizes are a cmha::Error naming the key.
 std::shared_ptr<Attention> make_attention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen);
+// Layer `layer`'s attention at `place` ("encoder self-attention"): made from
+// attention_for_layer, with its place set; an error in a layer's own settings
+// names the place and the layer.
+std::shared_ptr<Attention> make_layer_attention(const AttentionConfig& all, const LayerAttention& layers, int64_t layer,
+                                                const std::string& place, int64_t d_model, Generator& init_gen);
 
 // Splits [B, T, H·d] into heads [B, H, T, d] (a view; x may be a slice of
 // its last dim, such as one piece of project_stacked).

@@ -161,10 +161,31 @@ template double AttentionConfig::extra_value<double>(const std::string&) const;
 template bool AttentionConfig::extra_value<bool>(const std::string&) const;
 template std::string AttentionConfig::extra_value<std::string>(const std::string&) const;
 
+const AttentionConfig& attention_for_layer(const AttentionConfig& all, const LayerAttention& layers, int64_t layer) {
+  const auto it = layers.find(layer);
+  return it == layers.end() ? all : it->second;
+}
+
 std::shared_ptr<Attention> make_attention(const AttentionConfig& cfg, int64_t d_model, Generator& init_gen) {
   const AttentionType* t = find_attention_type(cfg.type);
   if (!t) throw Error("attention.type '" + cfg.type + "' is unknown; expected " + attention_type_list());
   return t->make(cfg, d_model, init_gen);
+}
+
+std::shared_ptr<Attention> make_layer_attention(const AttentionConfig& all, const LayerAttention& layers, int64_t layer,
+                                                const std::string& place, int64_t d_model, Generator& init_gen) {
+  std::shared_ptr<Attention> a;
+  if (layers.count(layer) == 0) {
+    a = make_attention(all, d_model, init_gen);
+  } else {
+    try {
+      a = make_attention(layers.at(layer), d_model, init_gen);
+    } catch (const Error& e) {
+      throw Error(place + ", layer " + std::to_string(layer) + " (its per-layer settings): " + e.what());
+    }
+  }
+  a->set_place(place);
+  return a;
 }
 
 const std::vector<AttentionPlace>& attention_places() {
