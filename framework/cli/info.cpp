@@ -16,6 +16,7 @@
 #include "run/model_config.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
+#include "train/budget.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
 #endif
@@ -91,6 +92,44 @@ int64_t parameter_count(const run::Checkpoint& c) {
   return params;
 }
 
+// One attention layer as `cmha info` lists it: the sizes resolved (0 = d_model made explicit).
+struct LayerRow {
+  std::string place;
+  int64_t layer = 0;
+  nn::AttentionConfig a;
+  int64_t key_dim = 0, value_dim = 0;
+  bool own = false;  // set by model.<place>.layers
+};
+std::vector<LayerRow> layer_rows(const run::Recipe& r) {
+  std::vector<LayerRow> rows;
+  const int64_t d = r.integer("model.d_model");
+  for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind"))) {
+    const std::string prefix = "model." + place.name;
+    const nn::LayerAttention own = run::layer_attention_configs(r, prefix);
+    for (int64_t i = 0; i < r.integer("model." + place.layers); ++i) {
+      LayerRow row{place.name, i, run::attention_config(r, prefix, i)};
+      row.key_dim = row.a.key_dim > 0 ? row.a.key_dim : d;
+      row.value_dim = row.a.value_dim > 0 ? row.a.value_dim : d;
+      row.own = own.count(i) > 0;
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+// The attention of every layer, one a line, '*' marking a layer's own settings.
+void print_layer_table(const run::Recipe& r) {
+  std::printf("attention by layer (* = the layer's own settings, model.<place>.layers):\n");
+  std::printf("  %-18s %5s  %-13s %5s %7s %9s %9s\n", "place", "layer", "type", "heads", "key_dim", "value_dim",
+              "scale");
+  for (const LayerRow& row : layer_rows(r)) {
+    const std::string scale = row.a.scale > 0 ? std::to_string(row.a.scale) : "default";
+    std::printf("  %-18s %4lld%s  %-13s %5lld %7lld %9lld %9s\n", row.place.c_str(), static_cast<long long>(row.layer),
+                row.own ? "*" : " ", row.a.type.c_str(), static_cast<long long>(row.a.heads),
+                static_cast<long long>(row.key_dim), static_cast<long long>(row.value_dim), scale.c_str());
+  }
+}
+
 // The summary print_checkpoint shows, as JSON (in that order); the recipe typed as its keys are.
 nlohmann::ordered_json checkpoint_json(const std::string& path, const run::Checkpoint& c, const run::Recipe& r,
                                        bool tensors) {
@@ -106,6 +145,16 @@ nlohmann::ordered_json checkpoint_json(const std::string& path, const run::Check
                 {"parameters", parameter_count(c)},
                 {"weight_tensors", c.weights.size()}};
   j["attention"] = attention;
+  j["budget"] = train::budget_json(train::model_budget(r));
+  j["attention_layers"] = Json::array();
+  for (const LayerRow& row : layer_rows(r))
+    j["attention_layers"].push_back({{"place", row.place},
+                                     {"layer", row.layer},
+                                     {"type", row.a.type},
+                                     {"heads", row.a.heads},
+                                     {"key_dim", row.key_dim},
+                                     {"value_dim", row.value_dim},
+                                     {"own_settings", row.own}});
   j["trainer"] = Json::parse(c.trainer.dump());
   j["optimizer_tensors"] = c.optimizer.size();
   j["ema_tensors"] = c.ema.size();
@@ -129,9 +178,13 @@ void print_checkpoint(const std::string& path, const run::Checkpoint& c, const r
                              : type && !type->key_dim_note.empty() ? " (" + type->key_dim_note + ")"
                                                                     : "";
     const std::string scale = a.scale > 0 ? ", scale " + std::to_string(a.scale) : "";
-    std::printf("%s: %s, %lld heads, key_dim %lld%s%s\n", place.name.c_str(), a.type.c_str(),
-                static_cast<long long>(a.heads), static_cast<long long>(a.key_dim), note.c_str(), scale.c_str());
+    const bool per_layer = !run::layer_attention_configs(r, "model." + place.name).empty();
+    std::printf("%s: %s, %lld heads, key_dim %lld%s%s%s\n", place.name.c_str(), a.type.c_str(),
+                static_cast<long long>(a.heads), static_cast<long long>(a.key_dim), note.c_str(), scale.c_str(),
+                per_layer ? "; some layers differ (below)" : "");
   }
+  print_layer_table(r);
+  std::printf("%s", train::budget_text(train::model_budget(r)).c_str());
   const auto& t = c.trainer;
   std::printf("trainer: update %s, epoch %s, %zu optimiser tensors, %zu EMA tensors\n",
               t.contains("update") ? t["update"].dump().c_str() : "?", t.contains("epoch") ? t["epoch"].dump().c_str() : "?",

@@ -15,7 +15,12 @@ import sys
 METRIC_LABELS = {"top1": "top-1 accuracy (%)", "top5": "top-5 accuracy (%)", "ema_top1": "EMA top-1 accuracy (%)",
                  "ema_top5": "EMA top-5 accuracy (%)", "bleu": "BLEU (sacreBLEU)",
                  "bleu_compound": "BLEU (tokenized, compound-split)", "loss": "loss (nats)"}
-KEY_LABELS = {"key_dim": "key/query width $D_k$", "heads": "heads", "d_model": "model width", "depth": "blocks"}
+KEY_LABELS = {"key_dim": "key/query width $D_k$", "heads": "heads", "d_model": "model width", "depth": "blocks",
+              "parameters": "parameters", "attention_parameters": "attention parameters",
+              "key_query_parameters": "key/query parameters", "train_flops_per_token": "training FLOPs per token",
+              "train_flops_per_image": "training FLOPs per image",
+              "kv_cache_bytes_per_token": "decoding cache bytes per token",
+              "kv_cache_key_bytes_per_token": "decoding key-cache bytes per token"}
 
 
 def is_percent(metric):
@@ -26,7 +31,9 @@ def main():
     ap = argparse.ArgumentParser(prog="plot_sweep.py", description=__doc__.splitlines()[0])
     ap.add_argument("csv", help="sweep.csv written by cmha sweep")
     ap.add_argument("--keys", required=True, help="the grid keys, comma-separated")
-    ap.add_argument("--x", required=True, help="the grid key on the x axis")
+    ap.add_argument("--x", required=True, help="the grid key or result column on the x axis")
+    ap.add_argument("--lines", default=None,
+                    help="the grid keys whose combinations are the lines, comma-separated (default: the keys but --x)")
     ap.add_argument("--metric", required=True, help="the result column on the y axis")
     ap.add_argument("-o", "--output", default="sweep.png", help="PNG to write")
     args = ap.parse_args()
@@ -39,10 +46,10 @@ def main():
     with open(args.csv, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     keys = args.keys.split(",")
-    others = [k for k in keys if k != args.x]
+    others = [k for k in keys if k != args.x] if args.lines is None else [k for k in args.lines.split(",") if k]
     lines = {}
     for r in rows:
-        if r.get(args.metric, "") == "":
+        if r.get(args.metric, "") == "" or r.get(args.x, "") == "":
             continue
         label = ", ".join(f"{k.rsplit('.', 1)[-1]}={r[k]}" for k in others) or args.metric
         lines.setdefault(label, []).append((float(r[args.x]), float(r[args.metric])))

@@ -7,12 +7,14 @@
 // Runs that already have results.json are skipped, so a sweep resumes; a run
 // directory holding a run of another recipe is refused (or, with
 // --rerun-changed, trained afresh with `cmha train --overwrite`).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "cli/command_line.h"
 #include "tensor/error.h"
+#include "train/budget.h"
 #include "train/sweep_runner.h"
 
 namespace cmha::cli {
@@ -52,7 +54,12 @@ int sweep_command(const Args& args) {
       ->type_name("KEY=V1,V2,...")->allow_extra_args(false);
   cl.app().add_option("--metric", metric, "the results.json key to compare (top1, bleu, ...)")->type_name("NAME");
   cl.app().add_option("-o,--output", out_dir, "the sweep directory")->type_name("DIR");
-  cl.app().add_option("--x", x_key, "the grid key on the plot's x axis (default: the last numeric one)")->type_name("KEY");
+  cl.app().add_option("--x", x_key,
+                      "the grid key on the plot's x axis (default: the last numeric one), or a budget column: "
+                      "parameters, attention_parameters, key_query_parameters, train_flops_per_token, "
+                      "train_flops_per_image, kv_cache_bytes_per_token, kv_cache_key_bytes_per_token (the last "
+                      "numeric grid key then makes no lines of its own)")
+      ->type_name("KEY");
   cl.app().add_option("--threads", threads, "CPU threads of each run (default: the cores / N)")
       ->check(whole_number(1, 4096))->type_name("T");
   cl.app().add_option("--jobs", jobs,
@@ -76,15 +83,23 @@ int sweep_command(const Args& args) {
   CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
   CMHA_CHECK(!out_dir.empty(), "cmha sweep needs -o DIR for the runs and the tables");
 
-  // The x axis: given, or the last axis whose values are all numbers.
-  for (auto it = axes.rbegin(); x_key.empty() && it != axes.rend(); ++it) {
+  // The x axis: given, or the last axis whose values are all numbers. A
+  // budget column (train/budget.h) stands in for that axis: the lines are
+  // the other axes' combinations.
+  std::string numeric_axis;
+  for (auto it = axes.rbegin(); numeric_axis.empty() && it != axes.rend(); ++it) {
     bool numeric = true;
     for (const auto& v : it->values) numeric = numeric && is_number(v);
-    if (numeric) x_key = it->key;
+    if (numeric) numeric_axis = it->key;
   }
-  bool x_known = x_key.empty();
+  if (x_key.empty()) x_key = numeric_axis;
+  const auto& budget = train::budget_keys();
+  const bool x_budget = std::find(budget.begin(), budget.end(), x_key) != budget.end();
+  bool x_known = x_key.empty() || x_budget;
   for (const auto& a : axes) x_known = x_known || a.key == x_key;
-  CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys");
+  std::string budget_list;
+  for (const auto& k : budget) budget_list += (budget_list.empty() ? "" : ", ") + k;
+  CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys nor a budget column (" + budget_list + ")");
 
   train::SweepOptions options{recipe_path, overrides, axes, metric, out_dir, threads, jobs, rerun_changed};
   options.stop_requested = [] { return interrupted(); };
@@ -97,14 +112,18 @@ int sweep_command(const Args& args) {
     std::fprintf(stderr, "cmha sweep: no grid key has only numeric values, so no plot (choose one with --x)\n");
     return 0;
   }
-  std::string keys;
-  for (const auto& a : axes) keys += (keys.empty() ? "" : ",") + a.key;
+  std::string keys, lines;
+  for (const auto& a : axes) {
+    keys += (keys.empty() ? "" : ",") + a.key;
+    if (a.key != x_key && !(x_budget && a.key == numeric_axis)) lines += (lines.empty() ? "" : ",") + a.key;
+  }
   const fs::path png = fs::path(out_dir) / "sweep.png";
   // The tables are written: a missing matplotlib costs only the picture.
   int code = 2;
   try {
     code = run_plot_script(plot_script_path("plot_sweep.py"),
-                           {outcome.csv_path, "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()});
+                           {outcome.csv_path, "--keys", keys, "--lines", lines, "--x", x_key, "--metric", metric, "-o",
+                            png.string()});
   } catch (const Error&) {
   }
   if (code != 0)

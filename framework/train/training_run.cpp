@@ -13,6 +13,7 @@
 #include "run/model_config.h"
 #include "run/run_results.h"
 #include "tensor/rng.h"
+#include "train/budget.h"
 #include "train/progress.h"
 #include "train/task_factory.h"
 #include "train/trainer.h"
@@ -65,7 +66,10 @@ bool run_training(const run::Recipe& recipe, const TrainingRunOptions& options, 
   const TrainSummary s = trainer.run();  // it prints the closing summary line
   if (s.interrupted) return false;
   if (comm.is_main()) {
-    const nlohmann::json results = task->final_evaluation(dir);
+    nlohmann::json results = task->final_evaluation(dir);
+    // The model's budget beside its scores, so that a sweep can plot one against the other.
+    if (!results.empty())
+      for (const auto& [k, v] : budget_json(model_budget(recipe, task->model())).items()) results[k] = v;
     if (!results.empty()) {
       run::write_run_results(dir, results);
       std::fprintf(stderr, "cmha train: results %s → %s\n", results.dump().c_str(), run::run_results_path(dir).c_str());

@@ -117,7 +117,35 @@ Attention::Attention(const AttentionConfig& cfg, int64_t d_model) : cfg_(cfg) {
   attn_drop_ = register_module("attn_drop", std::make_shared<Dropout>(cfg_.dropout));
 }
 
-Tensor Attention::merge_heads(const Tensor& heads) const {
+double Attention::value_flops(int64_t queries, int64_t keys) const {
+  const double q = static_cast<double>(queries), k = static_cast<double>(keys);
+  return 2.0 * k * static_cast<double>(value_proj->weight.numel()) +
+         2.0 * q * static_cast<double>(out_proj->weight.numel()) + 2.0 * q * k * static_cast<double>(cfg_.value_dim);
+}
+
+void Attention::mask_heads(const std::vector<int64_t>& heads) {
+  masked_heads_.clear();
+  head_mask_ = Tensor();
+  if (heads.empty()) return;
+  Tensor mask = Tensor::ones({1, cfg_.heads, 1, 1});
+  for (const int64_t h : heads) {
+    CMHA_CHECK(h >= 0 && h < cfg_.heads, place_ + ": there is no head " + std::to_string(h) + " (the layer has " +
+                                             std::to_string(cfg_.heads) + " heads, 0 to " +
+                                             std::to_string(cfg_.heads - 1) + ")");
+    mask.data<float>()[h] = 0.0f;
+    masked_heads_.push_back(h);
+  }
+  head_mask_ = mask;
+}
+
+void Attention::mask_shared_dims(const std::vector<int64_t>& dims) {
+  CMHA_CHECK(dims.empty(), place_ + " is " + std::string(type()) +
+                               " attention: only a collaborative layer has shared query/key dimensions to mask");
+}
+
+Tensor Attention::merge_heads(const Tensor& given) const {
+  Tensor heads = given;
+  if (head_mask_.defined()) heads = mul(heads, head_mask_.to(heads.device()).to(heads.dtype()));  // masked heads: 0
   // [B, H, Tq, dv] -> [B, Tq, H, dv] -> [B, Tq, H·dv] -> [B, Tq, D]
   Tensor x = heads.permute({0, 2, 1, 3});
   x = x.reshape({x.size(0), x.size(1), cfg_.value_dim});

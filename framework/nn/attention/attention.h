@@ -87,8 +87,32 @@ class Attention : public Module {
   virtual Tensor forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                          AttentionCache* cache = nullptr) = 0;
   virtual const char* type() const = 0;
+  // What the layer costs (train/budget.h). The forward FLOPs of `queries`
+  // query positions against `keys` key positions, the keys and values
+  // projected from `keys` source positions: a multiply-add counts 2; biases,
+  // softmax, masks and dropout are not counted.
+  virtual double forward_flops(int64_t queries, int64_t keys) const = 0;
+  // The numbers a decoding cache keeps per key position: the key side (all
+  // heads together; collaborative: ONE shared key tensor) and the values.
+  struct CacheWidth {
+    int64_t key = 0, value = 0;
+  };
+  virtual CacheWidth cache_width() const = 0;
+  // The parameters that make the scores: the query and key maps (and
+  // collaborative's mixing matrix and content bias).
+  virtual int64_t key_query_parameters() const = 0;
   const AttentionConfig& config() const { return cfg_; }
   float scale() const { return scale_; }
+  // Head ablation (cmha eval|score|translate --mask-heads, cmha heads
+  // --importance): the output of these heads is zero before the output
+  // projection. Replaces the previous mask; {} = none. A head out of range
+  // is a cmha::Error naming the head and the count.
+  void mask_heads(const std::vector<int64_t>& heads);
+  const std::vector<int64_t>& masked_heads() const { return masked_heads_; }
+  // Collaborative layers: these shared query/key dimensions of D̃k are zero
+  // for every head. Other types have none: a cmha::Error.
+  virtual void mask_shared_dims(const std::vector<int64_t>& dims);
+  virtual int64_t shared_dims() const { return 0; }  // D̃k where mask_shared_dims applies
   std::shared_ptr<Linear> value_proj, out_proj;  // shared by every type
   // The place the layer sits in ("encoder self-attention"), for the report
   // of attention paths (attention_paths_report); the models set it.
@@ -99,6 +123,9 @@ class Attention : public Module {
   Attention(const AttentionConfig& cfg, int64_t d_model);
   // Shared tail: heads [B, H, Tq, dv] -> [B, Tq, H·dv] -> output projection.
   Tensor merge_heads(const Tensor& heads) const;
+  // The FLOPs every type shares: the value and output projections and the
+  // weights times the values (2 · queries · keys · value_dim).
+  double value_flops(int64_t queries, int64_t keys) const;
   // The fused half of the attention core every type but talking heads
   // shares: softmax(scale · q·kᵀ + masks) · v per head, with the layer's
   // attention dropout, as one fused kernel (cuDNN's SDPA) when the device
@@ -116,6 +143,8 @@ class Attention : public Module {
   void note_unfused(const std::string& reason) const;
   AttentionConfig cfg_;
   float scale_ = 1.0f;
+  std::vector<int64_t> masked_heads_;
+  Tensor head_mask_;  // [1, H, 1, 1] ones with zeros at masked_heads_; undefined = none
   std::shared_ptr<Dropout> attn_drop_;
   std::string place_ = "attention";
 };

@@ -46,6 +46,19 @@ CollaborativeAttention::CollaborativeAttention(const AttentionConfig& cfg, int64
   }
 }
 
+void CollaborativeAttention::mask_shared_dims(const std::vector<int64_t>& dims) {
+  dim_mask_ = Tensor();
+  if (dims.empty()) return;
+  Tensor mask = Tensor::ones({cfg_.key_dim});
+  for (const int64_t d : dims) {
+    CMHA_CHECK(d >= 0 && d < cfg_.key_dim, place() + ": there is no shared dimension " + std::to_string(d) +
+                                               " (D~k is " + std::to_string(cfg_.key_dim) + ", 0 to " +
+                                               std::to_string(cfg_.key_dim - 1) + ")");
+    mask.data<float>()[d] = 0.0f;
+  }
+  dim_mask_ = mask;
+}
+
 Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                        AttentionCache* cache) {
   const int64_t H = cfg_.heads;
@@ -58,6 +71,7 @@ Tensor CollaborativeAttention::forward(const Tensor& query, const Tensor& source
   std::vector<Tensor> qkv;
   if (query.same(source) && !(cache && cache->static_kv)) qkv = project_stacked(query, {wq, wkb, wv});
   Tensor q = qkv.empty() ? query_proj->forward(query) : qkv[0];  // [B, Tq, D̃k]
+  if (dim_mask_.defined()) q = mul(q, dim_mask_.to(q.device()).to(q.dtype()));  // masked shared dimensions: 0
   Tensor qh = collaborative_queries(q, mixing, scale_);         // [B, H, Tq, D̃k + H]
   Tensor keys, v;
   const int64_t offset = cached_keys_values(cache, keys, v, [&](Tensor& kk, Tensor& vv) {

@@ -21,6 +21,13 @@ ConcatAttention::ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Ge
   out_proj = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
 }
 
+double ConcatAttention::forward_flops(int64_t queries, int64_t keys) const {
+  const double q = static_cast<double>(queries), k = static_cast<double>(keys);
+  return 2.0 * q * static_cast<double>(query_proj->weight.numel()) +
+         2.0 * k * static_cast<double>(key_proj->weight.numel()) + 2.0 * q * k * static_cast<double>(cfg_.key_dim) +
+         value_flops(queries, keys);
+}
+
 Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                 AttentionCache* cache) {
   const int64_t H = cfg_.heads;

@@ -14,6 +14,10 @@ class ConcatAttention : public Attention {
   Tensor forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                  AttentionCache* cache = nullptr) override;
   const char* type() const override { return "concat"; }
+  // Scores: 2 · queries · keys · key_dim.
+  double forward_flops(int64_t queries, int64_t keys) const override;
+  CacheWidth cache_width() const override { return {key_proj->weight.size(0), value_proj->weight.size(0)}; }
+  int64_t key_query_parameters() const override { return query_proj->num_parameters() + key_proj->num_parameters(); }
   std::shared_ptr<Linear> query_proj, key_proj;
 
  protected:
