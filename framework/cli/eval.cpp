@@ -11,6 +11,7 @@
 #include "cli/command_line.h"
 #include "data/image_dataset.h"
 #include "data/image_loader.h"
+#include "nn/head_mask.h"
 #include "run/checkpoint.h"
 #include "run/model_config.h"
 #include "tensor/error.h"
@@ -46,6 +47,12 @@ int eval_command(const Args& args) {
   cl.app().add_flag("--json", json, "print one JSON object instead of the line");
   cl.app().add_option("--batch-size", batch_size, "images per forward pass (default: the recipe's data.batch_size)")
       ->check(whole_number(1, 1 << 20))->type_name("N");
+  std::string mask_heads;
+  cl.app().add_option("--mask-heads", mask_heads,
+                      "silence attention heads: a comma-separated list of PLACE.LAYER:HEAD (encoder.3:5; places encoder, "
+                      "decoder, cross, or attention for a ViT; layers and heads from 0) or PLACE.LAYER:dJ (shared "
+                      "query/key dimension J of a collaborative layer); a masked head's output is zero")
+      ->type_name("PLACE.LAYER:HEAD,...");
   cl.app().add_option("--threads", threads, "CPU threads (default: the recipe's train.threads)")
       ->check(whole_number(1, 4096))->type_name("T");
   if (!cl.parse(args)) return 0;
@@ -54,6 +61,8 @@ int eval_command(const Args& args) {
   for (const std::string& o : overrides)
     CMHA_CHECK(o.rfind("data.", 0) == 0, "cmha eval takes only data.* overrides (the model is the checkpoint's), got '" + o + "'");
   CMHA_CHECK(!path.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
+  const std::vector<nn::HeadMaskItem> mask =
+      mask_heads.empty() ? std::vector<nn::HeadMaskItem>{} : nn::parse_head_mask(mask_heads);
   CMHA_CHECK(std::filesystem::exists(path), "checkpoint '" + path + "' does not exist");  // the loader names a directory
   const run::Checkpoint ckpt = run::load_checkpoint(path);
   // The model first: image data.* overrides on a translation model's recipe would be refused for that less clearly.
@@ -75,6 +84,7 @@ int eval_command(const Args& args) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
   run::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
+  if (!mask.empty()) nn::apply_head_mask(model, mask);
 
   std::shared_ptr<const data::ImageDataset> dataset;
   std::string data_name;
@@ -105,9 +115,11 @@ int eval_command(const Args& args) {
     j["checkpoint"] = path;
     j["weights"] = ema ? "ema" : "model";
     j["data"] = data_name;
+    if (!mask.empty()) j["masked_heads"] = mask_heads;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("eval | %s%s | %lld samples | top1 %.2f | top5 %.2f | loss %.4f\n", path.c_str(), ema ? " (EMA)" : "",
+    std::printf("eval | %s%s%s | %lld samples | top1 %.2f | top5 %.2f | loss %.4f\n", path.c_str(), ema ? " (EMA)" : "",
+                mask.empty() ? "" : (" (masked " + mask_heads + ")").c_str(),
                 static_cast<long long>(s.samples), s.top1, s.top5, s.loss);
   }
   return 0;

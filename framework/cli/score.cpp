@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command_line.h"
+#include "nn/head_mask.h"
 #include "data/text_corpus.h"
 #include "eval/translator.h"
 #include "tensor/error.h"
@@ -38,6 +39,12 @@ int score_command(const Args& args) {
                       "cmha translate)")
       ->check(whole_number(1, 1 << 20))->type_name("N");
   cl.app().add_option("--spm", opt.spm_path, "SentencePiece model (default: spm.model next to CKPT)")->type_name("FILE");
+  std::string mask_heads;
+  cl.app().add_option("--mask-heads", mask_heads,
+                      "silence attention heads: a comma-separated list of PLACE.LAYER:HEAD (encoder.3:5; places encoder, "
+                      "decoder, cross, or attention for a ViT; layers and heads from 0) or PLACE.LAYER:dJ (shared "
+                      "query/key dimension J of a collaborative layer); a masked head's output is zero")
+      ->type_name("PLACE.LAYER:HEAD,...");
   cl.app().add_option("--threads", threads, "CPU threads (default: all cores, or OMP_NUM_THREADS)")
       ->check(whole_number(1, 4096))->type_name("T");
   if (!cl.parse(args)) return 0;
@@ -50,7 +57,10 @@ int score_command(const Args& args) {
   CMHA_CHECK(sources.size() == targets.size(), "source file '" + src_path + "' has " + std::to_string(sources.size()) +
                                                    " lines but target file '" + tgt_path + "' has " +
                                                    std::to_string(targets.size()));
+  const std::vector<nn::HeadMaskItem> mask =
+      mask_heads.empty() ? std::vector<nn::HeadMaskItem>{} : nn::parse_head_mask(mask_heads);
   eval::Translator translator(checkpoint, opt);
+  if (!mask.empty()) nn::apply_head_mask(translator.model(), mask);
   std::vector<int64_t> lengths;
   const std::vector<double> logprob = translator.score(sources, targets, &lengths, "source file '" + src_path + "'",
                                                       "target file '" + tgt_path + "'");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/command_line.h"
+#include "nn/head_mask.h"
 #include "data/line_reader.h"
 #include "eval/translator.h"
 #include "run/device.h"
@@ -165,6 +166,12 @@ int translate_command(const Args& args) {
   app.add_option("--spm", given.spm_path, "SentencePiece model (default: spm.model next to CKPT)")->type_name("FILE");
   app.add_option("--device", device, "device to translate on: cpu, cuda (= cuda:0) or cuda:N, checked as train.device")
       ->capture_default_str()->type_name("DEV");
+  std::string mask_heads;
+  app.add_option("--mask-heads", mask_heads,
+                 "silence attention heads: a comma-separated list of PLACE.LAYER:HEAD (encoder.3:5; places encoder, "
+                      "decoder, cross, or attention for a ViT; layers and heads from 0) or PLACE.LAYER:dJ (shared "
+                      "query/key dimension J of a collaborative layer); a masked head's output is zero")
+      ->type_name("PLACE.LAYER:HEAD,...");
   app.add_option("--threads", threads, "CPU threads (default: all cores, or OMP_NUM_THREADS)")
       ->check(whole_number(1, 4096))->type_name("T");
   if (!cl.parse(args)) return 0;
@@ -198,7 +205,10 @@ int translate_command(const Args& args) {
   data::LineReader reader(fd, input_name);
 
   const auto start = std::chrono::steady_clock::now();
+  const std::vector<nn::HeadMaskItem> mask =
+      mask_heads.empty() ? std::vector<nn::HeadMaskItem>{} : nn::parse_head_mask(mask_heads);
   eval::Translator translator(checkpoint, given);
+  if (!mask.empty()) nn::apply_head_mask(translator.model(), mask);
   Output out(output, from_stdin ? std::string() : input);
   stop_if_interrupted();  // from here on Ctrl-C stops between batches, or while waiting for input
   size_t lines = 0;

@@ -134,6 +134,7 @@ class Translator {
   std::string decode(const std::vector<int64_t>& ids) const;
 
   const nn::Transformer& model() const { return *model_; }
+  nn::Transformer& model() { return *model_; }  // to mask heads (nn/head_mask.h)
   const eval::SearchOptions& search_options() const { return options_.search; }
   const std::string& spm_path() const { return options_.spm_path; }
   int64_t max_source_tokens() const { return options_.max_source_tokens; }
