@@ -60,6 +60,11 @@ int plot_command(const Args& args) {
   cl.app().add_option("runs", runs, "run directories (train.save_dir), each holding metrics.jsonl")
       ->required()->type_name("RUN_DIR");
   cl.app().add_option("-o,--output", out, "the PNG to write")->capture_default_str()->type_name("OUT.png");
+  bool heads = false;
+  cl.app().add_flag("--heads", heads,
+                    "draw the head telemetry instead: per attention layer, the principal directions holding 90/99 % "
+                    "of the query/key energy and the mixing matrix's effective rank, against updates "
+                    "(train.head_telemetry)");
   if (!cl.parse(args)) return 0;
   for (const std::string& run : runs) {
     const std::string metrics = (fs::path(run) / "metrics.jsonl").string();
@@ -71,6 +76,7 @@ int plot_command(const Args& args) {
              "cannot write '" + out + "': the folder '" + parent.string() + "' does not exist");
   Args script_args = runs;
   script_args.insert(script_args.end(), {"-o", out});
+  if (heads) script_args.push_back("--heads");
   return run_plot_script(CMHA_PLOT_SCRIPT, script_args);
 }
 

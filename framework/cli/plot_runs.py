@@ -73,10 +73,65 @@ def panels(unit):
     ]
 
 
+# Head telemetry panels: (statistic, title, y label).
+HEAD_STATS = [
+    ("qk90", "W_Q W_K^T products: 90 % of the energy", "principal directions"),
+    ("qk99", "W_Q W_K^T products: 99 % of the energy", "principal directions"),
+    ("q90", "shared W~_Q: 90 % of the energy", "principal directions"),
+    ("k90", "shared W~_K: 90 % of the energy", "principal directions"),
+    ("q99", "shared W~_Q: 99 % of the energy", "principal directions"),
+    ("k99", "shared W~_K: 99 % of the energy", "principal directions"),
+    ("mixing_erank", "mixing matrix: effective rank", "effective rank"),
+    ("mixing_norm_min", "mixing matrix: smallest column norm", "L2 norm"),
+]
+
+
+def draw_heads(runs, output, plt):
+    """One panel per statistic of the 'heads' rows, one line per run and layer, against updates."""
+    series = {}  # (stat, run, layer) -> [(update, value)]
+    for name, rows in runs.items():
+        for r in rows:
+            if r.get("split") != "heads":
+                continue
+            for key, value in r.items():
+                if "/" in key and isinstance(value, (int, float)):
+                    layer, stat = key.rsplit("/", 1)
+                    series.setdefault((stat, name, layer), []).append((r["update"], value))
+    present = [s for s in HEAD_STATS if any(k[0] == s[0] for k in series)]
+    if not present:
+        sys.exit("cmha plot --heads: the runs' metrics.jsonl hold no head telemetry (rows of split 'heads': "
+                 "train.head_telemetry)")
+    cols = min(len(present), 2)
+    nrows = (len(present) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.0 * cols, 3.8 * nrows), squeeze=False)
+    layers = sorted({k[2] for k in series})
+    colours = {layer: plt.get_cmap("tab20")(i % 20) for i, layer in enumerate(layers)}
+    styles = ["-", "--", ":", "-."]
+    for ax, (stat, title, ylabel) in zip(axes.flat, present):
+        for (s, name, layer), pts in sorted(series.items()):
+            if s != stat:
+                continue
+            label = layer if len(runs) == 1 else f"{name}: {layer}"
+            ax.plot(*zip(*sorted(pts)), linestyle=styles[list(runs).index(name) % len(styles)], marker="o",
+                    markersize=3, linewidth=1.2, color=colours[layer], label=label)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, ncol=2, loc="best")
+    for ax in list(axes.flat)[len(present):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(output, dpi=110)
+    print(f"wrote {output} (panels: {', '.join(p[1] for p in present)})")
+
+
 def main():
     ap = argparse.ArgumentParser(prog="cmha plot", description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="run directories (train.save_dir)")
     ap.add_argument("-o", "--output", default="curves.png", help="PNG to write (default curves.png)")
+    ap.add_argument("--heads", action="store_true",
+                    help="draw the head telemetry instead (rows of split 'heads', train.head_telemetry)")
     args = ap.parse_args()
     try:
         import matplotlib
@@ -87,6 +142,9 @@ def main():
     except ImportError:
         sys.exit("cmha plot: needs matplotlib (apt-get install python3-matplotlib)")
     runs = dict(zip(run_labels(args.runs), (read_rows(r) for r in args.runs)))
+    if args.heads:
+        draw_heads(runs, args.output, plt)
+        return
     unit = unit_of(runs)
 
     def points(rows, split, field):

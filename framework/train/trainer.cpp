@@ -292,6 +292,16 @@ struct Trainer::Impl {
     nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch_number}};
     for (auto& [k, v] : m) row[k] = v;
     log_row(row);
+    if (hooks.validation_row && comm.is_main()) {
+      const auto start = std::chrono::steady_clock::now();
+      nlohmann::json extra = hooks.validation_row(task.model());
+      if (!extra.empty()) {
+        nlohmann::json heads = {{"split", "heads"}, {"update", update}, {"epoch", epoch_number}};
+        heads.update(extra);
+        heads["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        log_row(heads);
+      }
+    }
     std::vector<std::string> fields = {"valid", "epoch " + std::to_string(epoch_number), "update " + std::to_string(update)};
     for (auto& [k, v] : m) fields.push_back(format_metric(k, v));
     display.fields(fields);

@@ -21,6 +21,11 @@ namespace cmha::train {
 struct TrainerHooks {
   std::function<bool()> stop_requested;  // polled once per update (Ctrl-C); any rank's request stops all
   bool resume = false;                   // continue from the latest checkpoint in train.save_dir
+  // Rank 0, after each validation: the fields of one more metrics row of
+  // split "heads" (cli/train.cpp: compress::head_telemetry under
+  // train.head_telemetry); an empty object writes none. The row gets the
+  // update, the epoch and its own cost in "seconds".
+  std::function<nlohmann::json(nn::Module& model)> validation_row;
 };
 
 struct TrainSummary {

@@ -62,6 +62,7 @@ bool run_training(const run::Recipe& recipe, const TrainingRunOptions& options, 
   TrainerHooks hooks;
   hooks.resume = options.start == run::RunStart::resume;
   hooks.stop_requested = options.stop_requested;
+  hooks.validation_row = options.validation_row;
   Trainer trainer(recipe, *task, comm, hooks);
   const TrainSummary s = trainer.run();  // it prints the closing summary line
   if (s.interrupted) return false;

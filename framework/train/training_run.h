@@ -6,7 +6,10 @@
 #include <functional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "distributed/communicator.h"
+#include "nn/module.h"
 #include "run/recipe.h"
 #include "run/run_dir.h"
 
@@ -17,6 +20,8 @@ struct TrainingRunOptions {
   run::RunStart start = run::RunStart::fresh;
   long long threads = -1;      // --threads; ≤ 0: train.threads
   std::function<bool()> stop_requested = [] { return false; };  // polled once per update (Ctrl-C)
+  // TrainerHooks::validation_row (cmha train: compress::head_telemetry under train.head_telemetry).
+  std::function<nlohmann::json(nn::Module& model)> validation_row;
 };
 
 // False when the run was stopped (stop_requested) after saving its checkpoint.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.h"
+#include "compress/head_telemetry.h"
 #include "nn/attention/collaborative.h"
 #include "nn/attention/concat.h"
 #include "nn/head_mask.h"
@@ -141,6 +142,37 @@ TEST(HeadMask, ImportanceMasksOneHeadAtATime) {
   for (const AttentionLayer& l : attention_layers(m)) EXPECT_TRUE(l.attention->masked_heads().empty());
 }
 
+TEST(HeadTelemetry, CountsDirectionsAndTheMixingMatrixRank) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 11;
+  c.d_model = 4;
+  c.ffn_dim = 4;
+  c.encoder_layers = 1;
+  c.decoder_layers = 0;
+  c.encoder_attention = config("concat", 2);
+  c.encoder_attention.heads = 2;  // one query/key dimension per head
+  Generator gen(1);
+  Transformer m(c, gen);
+  // Both heads' query is e_0: the stacked products [T_1 T_2] have rank 1.
+  auto* a = dynamic_cast<ConcatAttention*>(m.encoder_layers[0]->self_attn.get());
+  ASSERT_TRUE(a);
+  for (int64_t i = 0; i < 8; ++i) a->query_proj->weight.data<float>()[i] = (i % 4 == 0) ? 1.0f : 0.0f;
+  nlohmann::json row = compress::head_telemetry(m);
+  EXPECT_EQ(row.at("encoder.0/qk90"), 1);
+  EXPECT_EQ(row.at("encoder.0/qk99"), 1);
+
+  c.encoder_attention = config("collaborative", 4);
+  c.encoder_attention.heads = 2;
+  c.encoder_attention.mixing_init = "concatenate";  // [[1 1 0 0], [0 0 1 1]]: singular values √2, √2
+  Transformer collab(c, gen);
+  row = compress::head_telemetry(collab);
+  EXPECT_NEAR(row.at("encoder.0/mixing_erank").get<double>(), 2.0, 1e-9);
+  EXPECT_EQ(row.at("encoder.0/mixing_norms"), (std::vector<double>{1.0, 1.0, 1.0, 1.0}));
+  EXPECT_EQ(row.at("encoder.0/mixing_norm_min"), 1.0);
+  EXPECT_TRUE(row.contains("encoder.0/q90") && row.contains("encoder.0/k99"));
+  EXPECT_FALSE(row.contains("encoder.0/qk90"));
+}
+
 TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
   const std::string dir = test::temp_dir("head_mask_cli");
   test::write_tiny_fashion_mnist(dir, 48, 24);
@@ -153,6 +185,27 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
   EXPECT_EQ(results.at("key_query_parameters"), 2 * (8 * 16 + 8));
   EXPECT_TRUE(results.at("train_flops_per_image").is_number());
   const std::string ckpt = run + "/checkpoint_best.safetensors";
+  // Head telemetry at each validation: a row of split "heads" per validation row.
+  {
+    std::ifstream metrics(run + "/metrics.jsonl");
+    int valid = 0, heads = 0;
+    for (std::string line; std::getline(metrics, line);) {
+      const nlohmann::json row = nlohmann::json::parse(line);
+      if (row.at("split") == "valid") ++valid;
+      if (row.at("split") != "heads") continue;
+      ++heads;
+      EXPECT_TRUE(row.contains("attention.0/qk90") && row.contains("attention.0/qk99")) << line;
+      EXPECT_GE(row.at("attention.0/qk90").get<int>(), 1);
+      EXPECT_TRUE(row.at("seconds").is_number());
+    }
+    EXPECT_GE(valid, 1);
+    EXPECT_EQ(heads, valid);
+  }
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0) {
+    r = test::run_cmha("plot " + run + " --heads -o " + dir + "/heads.png");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(fs::is_regular_file(dir + "/heads.png")) << r.output;
+  }
 
   r = test::run_cmha("info " + ckpt);
   ASSERT_EQ(r.code, 0) << r.output;
