@@ -87,8 +87,24 @@ train::HeadImportance image_importance(const std::string& path, const run::Check
   run::restore_weights(path, ckpt.weights, params);
   data::ImageLoaderOptions options = train::image_loader_options(r, false);
   if (o.batch_size > 0) options.batch_size = o.batch_size;
-  data::ImageLoader loader(train::evaluation_images(r, o.data, data_name), options,
-                           static_cast<uint64_t>(r.integer("train.seed")));
+  // The recipe's validation split, or an ImageFolder as cmha eval --data reads one.
+  std::shared_ptr<const data::ImageDataset> images;
+  if (o.data.empty()) {
+    images = train::make_image_data(r).valid;
+    *data_name = "the validation split";
+  } else {
+    CMHA_CHECK(std::filesystem::is_directory(o.data), "--data '" + o.data + "' is not a directory");
+    const int64_t classes = r.integer("model.num_classes");
+    auto folder = std::make_shared<data::ImageFolderDataset>(
+        o.data, r.integer("model.channels") == 3 ? data::ColorMode::rgb : data::ColorMode::grey, classes,
+        r.integer("data.max_image_pixels"));
+    CMHA_CHECK(folder->num_classes() == classes, "--data '" + o.data + "' has " + std::to_string(folder->num_classes()) +
+                                                     " class folders but the model has model.num_classes " +
+                                                     std::to_string(classes));
+    images = std::move(folder);
+    *data_name = o.data;
+  }
+  data::ImageLoader loader(images, options, static_cast<uint64_t>(r.integer("train.seed")));
   auto loss = [&] { return train::evaluate_classifier(model, loader).loss; };
   return train::head_importance(model, loss, [](const train::LayerImportance& l, int64_t h) {
     std::fprintf(stderr, "\rcmha heads: %s.%lld head %lld masked   ", l.place.c_str(), static_cast<long long>(l.layer),

@@ -105,28 +105,4 @@ data::ImageLoaderOptions image_loader_options(const run::Recipe& r, bool trainin
   return o;
 }
 
-std::shared_ptr<const data::ImageDataset> evaluation_images(const Recipe& recipe, const std::string& folder,
-                                                            std::string* name) {
-  std::shared_ptr<const data::ImageDataset> out;
-  if (folder.empty()) {
-    out = make_image_data(recipe).valid;
-    *name = recipe.string("data.format") == "idx"
-                ? recipe.string("data.valid_images")
-                : (std::filesystem::path(recipe.string("data.root")) / recipe.string("data.valid_dir")).string();
-  } else {
-    CMHA_CHECK(std::filesystem::is_directory(folder), "--data '" + folder + "' is not a directory");
-    const int64_t classes = recipe.integer("model.num_classes");
-    auto images = std::make_shared<data::ImageFolderDataset>(
-        folder, recipe.integer("model.channels") == 3 ? data::ColorMode::rgb : data::ColorMode::grey, classes,
-        recipe.integer("data.max_image_pixels"));
-    // Labels are class-folder indices: fewer folders than the model's classes would shift them.
-    CMHA_CHECK(images->num_classes() == classes, "--data '" + folder + "' has " + std::to_string(images->num_classes()) +
-                                                     " class folders but the model has model.num_classes " +
-                                                     std::to_string(classes));
-    out = std::move(images);
-    *name = folder;
-  }
-  return out;
-}
-
 }  // namespace cmha::train

@@ -23,13 +23,6 @@ struct ImageData {
 // (IDX: labels must be below it), else an error naming the folder or file.
 ImageData make_image_data(const run::Recipe& recipe);
 
-// The images a checkpoint is scored on (cmha eval, cmha heads --importance):
-// the recipe's validation split, or the ImageFolder `folder` when given (it
-// must have model.num_classes class folders: an error naming it otherwise).
-// `name` receives the data's name (the IDX file or the folder).
-std::shared_ptr<const data::ImageDataset> evaluation_images(const Recipe& recipe, const std::string& folder,
-                                                            std::string* name);
-
 // The loader options of the train (training = true) or validation split.
 data::ImageLoaderOptions image_loader_options(const run::Recipe& recipe, bool training);
 

@@ -80,7 +80,7 @@ TEST(EvalCli, ScoresTheBestCheckpointAsTheFinalEvaluationDid) {
   for (const char* c : {"7", "8", "9"}) fs::remove_all(fs::path(dir) / "folder" / c);
   r = test::run_cmha("eval --data " + dir + "/folder " + run + "/checkpoint_8.safetensors");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "folder' has 7 class folders but the model has")) << r.output;
+  EXPECT_TRUE(has(r.output, "folder' has 7 class folders but the model of")) << r.output;
   EXPECT_TRUE(has(r.output, "has model.num_classes 10")) << r.output;
   // Labels beyond the model's classes.
   data::write_idx_u8(dir + "/many-labels.gz", {30}, std::vector<uint8_t>(30, 12), true);
