@@ -420,7 +420,14 @@ struct DumpTree {
     out << YAML::BeginMap;
     for (size_t i = 0; i < names.size(); ++i) {
       out << YAML::Key << names[i] << YAML::Value;
-      if (children[i].children.empty()) out << children[i].leaf;
+      // A mapping value (model.<place>.layers) on one line, however it was built: {} or {0: {key_dim: 128}}.
+      if (children[i].children.empty() && children[i].leaf.IsMap()) {
+        YAML::Node flow = YAML::Clone(children[i].leaf);
+        flow.SetStyle(YAML::EmitterStyle::Flow);
+        out << flow;
+      } else if (children[i].children.empty()) {
+        out << children[i].leaf;
+      }
       else children[i].emit(out);
     }
     out << YAML::EndMap;
