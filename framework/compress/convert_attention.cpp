@@ -79,7 +79,7 @@ std::vector<AttentionPlace> select_places(const run::Recipe& r, const std::vecto
                "--layers: this " + r.string("model.kind") + " has no attention place '" + n + "' (it has: " + known + ")");
     const std::string type = r.string(found->key() + ".type");
     CMHA_CHECK(has_concat_layer(*found), "--layers " + n + ": " + found->key() + ".type is " + type +
-                                             " and no layer of it is concat; only concat attention can be compressed");
+                                             "; only concat attention can be compressed, and no layer of it is concat");
     for (const auto& o : out) CMHA_CHECK(o.name != found->name, "--layers names '" + n + "' twice");
     out.push_back(*found);
   }
