@@ -69,8 +69,10 @@ bool run_training(const run::Recipe& recipe, const TrainingRunOptions& options, 
   if (comm.is_main()) {
     nlohmann::json results = task->final_evaluation(dir);
     // The model's budget beside its scores, so that a sweep can plot one against the other.
-    if (!results.empty())
-      for (const auto& [k, v] : budget_json(model_budget(recipe, task->model())).items()) results[k] = v;
+    if (!results.empty()) {
+      const nlohmann::ordered_json budget = budget_json(model_budget(recipe, task->model()));
+      for (const auto& [k, v] : budget.items()) results[k] = v;
+    }
     if (!results.empty()) {
       run::write_run_results(dir, results);
       std::fprintf(stderr, "cmha train: results %s → %s\n", results.dump().c_str(), run::run_results_path(dir).c_str());

@@ -179,10 +179,11 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
   const std::string run = dir + "/run";
   test::CommandResult r = test::run_cmha("train --threads 1 " + test::tiny_run(dir, run) + " train.max_epochs=1");
   ASSERT_EQ(r.code, 0) << r.output;
-  // The budget beside the scores: d_model 16, one block of 2 heads with key_dim 8 and value_dim 16.
+  // The budget beside the scores: d_model 16, one collaborative block of 2 heads, D~k 8, value_dim 16:
+  // query and key 8·16 each, mixing 2·8, content bias 2·16; value and out 16·16 + 16 each.
   const nlohmann::json results = run::read_run_results(run);
-  EXPECT_EQ(results.at("attention_parameters"), 8 * 16 + 8 + 8 * 16 + 8 + 2 * (16 * 16 + 16));
-  EXPECT_EQ(results.at("key_query_parameters"), 2 * (8 * 16 + 8));
+  EXPECT_EQ(results.at("attention_parameters"), 2 * 8 * 16 + 2 * 8 + 2 * 16 + 2 * (16 * 16 + 16));
+  EXPECT_EQ(results.at("key_query_parameters"), 2 * 8 * 16 + 2 * 8 + 2 * 16);
   EXPECT_TRUE(results.at("train_flops_per_image").is_number());
   const std::string ckpt = run + "/checkpoint_best.safetensors";
   // Head telemetry at each validation: a row of split "heads" per validation row.
@@ -194,8 +195,9 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
       if (row.at("split") == "valid") ++valid;
       if (row.at("split") != "heads") continue;
       ++heads;
-      EXPECT_TRUE(row.contains("attention.0/qk90") && row.contains("attention.0/qk99")) << line;
-      EXPECT_GE(row.at("attention.0/qk90").get<int>(), 1);
+      EXPECT_TRUE(row.contains("attention.0/q90") && row.contains("attention.0/k99")) << line;
+      EXPECT_GE(row.at("attention.0/q90").get<int>(), 1);
+      EXPECT_TRUE(row.at("attention.0/mixing_erank").is_number()) << line;
       EXPECT_TRUE(row.at("seconds").is_number());
     }
     EXPECT_GE(valid, 1);
@@ -209,7 +211,7 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
 
   r = test::run_cmha("info " + ckpt);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "  attention             0   concat            2       8        16   default")) << r.output;
+  EXPECT_TRUE(has(r.output, "  attention             0   collaborative     2       8        16   default")) << r.output;
   EXPECT_TRUE(has(r.output, "budget: ")) << r.output;
   EXPECT_TRUE(has(r.output, "FLOPs per image")) << r.output;
 
