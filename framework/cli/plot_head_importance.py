@@ -33,14 +33,14 @@ def main():
     pad = 0.05 * (high - low or 1.0)
     for layer in layers:
         inc = layer["increase"]
-        fig, ax = plt.subplots(figsize=(max(3.5, 0.45 * len(inc) + 1.5), 3.2))
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(inc) + 1.5), 3.4))
         colours = ["tab:red" if v > 0 else "tab:blue" for v in inc]
         ax.bar(range(len(inc)), inc, color=colours)
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_ylim(low - pad, high + pad)
         ax.set_xticks(range(len(inc)))
         ax.set(xlabel="head", ylabel="loss increase (nats)",
-               title=f"{layer['layer']} ({layer['type']}): loss {doc['base_loss']:.4f} unmasked")
+               title=f"{layer['layer']} ({layer['type']})\nunmasked loss {doc['base_loss']:.4f}")
         ax.title.set_fontsize(9)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
