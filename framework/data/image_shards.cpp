@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
 namespace cmha::data {
@@ -22,8 +23,6 @@ namespace {
 constexpr char kIndexMagic[8] = {'C', 'M', 'H', 'A', 'S', 'H', 'I', '1'};
 constexpr const char* kSetFormat = "cmha-shards-1";
 constexpr size_t kBlock = 512;  // tar's record unit
-
-std::string temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
 // A ustar header for a regular file: NAME of SIZE bytes.
 void tar_header(const std::string& name, uint64_t size, char out[kBlock]) {
@@ -89,13 +88,7 @@ void write_shard_set(const std::string& dir, const ShardSetInfo& set) {
   const nlohmann::json j = {{"format", kSetFormat}, {"samples", set.samples}, {"max_side", set.max_side},
                             {"quality", set.quality}, {"source", set.source}, {"classes", set.classes},
                             {"shards", shards}};
-  const std::string path = (fs::path(dir) / kShardSetFile).string(), tmp = temporary(path);
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(1) << '\n';
-    CMHA_CHECK(out.good(), "cannot write '" + tmp + "' (disk full?)");
-  }
-  fs::rename(tmp, path);
+  write_file_atomically((fs::path(dir) / kShardSetFile).string(), j.dump(1) + "\n");
 }
 
 std::vector<ShardMember> read_shard_index(const std::string& path, int64_t expected) {
@@ -125,27 +118,19 @@ std::vector<ShardMember> read_shard_index(const std::string& path, int64_t expec
   return members;
 }
 
-ShardWriter::ShardWriter(std::string tar_path) : path_(std::move(tar_path)), tmp_(temporary(path_)) {
-  FILE* f = std::fopen(tmp_.c_str(), "wb");
-  CMHA_CHECK(f, "cannot write shard '" + tmp_ + "': " + std::strerror(errno));
-  file_ = f;
-}
+ShardWriter::ShardWriter(std::string tar_path)
+    : path_(std::move(tar_path)), file_(std::make_unique<AtomicFile>(path_)) {}
 
-ShardWriter::~ShardWriter() {
-  if (file_) {
-    std::fclose(static_cast<FILE*>(file_));
-    std::remove(tmp_.c_str());
-  }
-}
+ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::member(const std::string& name, const uint8_t* data, size_t n) {
-  FILE* f = static_cast<FILE*>(file_);
   char header[kBlock];
   tar_header(name, n, header);
   static const char zeros[kBlock] = {};
   const size_t pad = (kBlock - n % kBlock) % kBlock;
-  ok_ = ok_ && std::fwrite(header, 1, kBlock, f) == kBlock && (n == 0 || std::fwrite(data, 1, n, f) == n) &&
-        (pad == 0 || std::fwrite(zeros, 1, pad, f) == pad);
+  file_->write(header, kBlock);
+  if (n > 0) file_->write(data, n);
+  if (pad > 0) file_->write(zeros, pad);
   at_ += kBlock + n + pad;
 }
 
@@ -158,30 +143,17 @@ void ShardWriter::add(const std::string& key, const std::string& ext, const std:
 }
 
 uint64_t ShardWriter::finish() {
-  FILE* f = static_cast<FILE*>(file_);
   static const char zeros[2 * kBlock] = {};
-  ok_ = ok_ && std::fwrite(zeros, 1, sizeof zeros, f) == sizeof zeros;  // tar's end: two zero records
+  file_->write(zeros, sizeof zeros);  // tar's end: two zero records
   at_ += sizeof zeros;
-  ok_ = std::fflush(f) == 0 && ok_;
-  ok_ = std::fclose(f) == 0 && ok_;
-  file_ = nullptr;
-  const std::string idx = shard_index_path(path_), idx_tmp = temporary(idx);
-  if (ok_) {
-    std::ofstream out(idx_tmp, std::ios::binary | std::ios::trunc);
-    const uint64_t count = index_.size();
-    out.write(kIndexMagic, 8);
-    out.write(reinterpret_cast<const char*>(&count), 8);
-    out.write(reinterpret_cast<const char*>(index_.data()), static_cast<std::streamsize>(24 * count));
-    ok_ = out.good();
-  }
-  if (!ok_) {
-    std::remove(tmp_.c_str());
-    std::remove(idx_tmp.c_str());
-    throw Error("cannot write shard '" + tmp_ + "' (disk full?)");
-  }
   // The tar first: an index never names a tar that is not there.
-  fs::rename(tmp_, path_);
-  fs::rename(idx_tmp, idx);
+  file_->commit();
+  file_.reset();
+  const uint64_t count = index_.size();
+  std::string index(kIndexMagic, 8);
+  index.append(reinterpret_cast<const char*>(&count), 8);
+  index.append(reinterpret_cast<const char*>(index_.data()), 24 * count);
+  write_file_atomically(shard_index_path(path_), index);
   return at_;
 }
 

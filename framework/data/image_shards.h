@@ -13,8 +13,11 @@
 //                        i64 label (little-endian; 16 + 24 · count bytes)
 // `cmha pack` writes them (data/pack_shards.h); data/shard_dataset.h reads them.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "tensor/atomic_file.h"
 
 namespace cmha::data {
 
@@ -48,7 +51,7 @@ struct ShardMember {
 // another count than `expected`, when >= 0) is an error naming it.
 std::vector<ShardMember> read_shard_index(const std::string& path, int64_t expected = -1);
 
-// Writes one shard: its tar and index appear (renamed into place) on finish().
+// Writes one shard: its tar and index appear (tensor/atomic_file.h) on finish().
 class ShardWriter {
  public:
   explicit ShardWriter(std::string tar_path);
@@ -62,11 +65,10 @@ class ShardWriter {
 
  private:
   void member(const std::string& name, const uint8_t* data, size_t n);
-  std::string path_, tmp_;
-  void* file_ = nullptr;  // FILE*
+  std::string path_;
+  std::unique_ptr<AtomicFile> file_;
   uint64_t at_ = 0;
   std::vector<ShardMember> index_;
-  bool ok_ = true;
 };
 
 }  // namespace cmha::data
