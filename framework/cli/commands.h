@@ -24,6 +24,7 @@ int heads_command(const Args& args);      // heads.cpp
 int import_command(const Args& args);     // import.cpp
 int export_command(const Args& args);     // export.cpp
 int dist_check_command(const Args& args); // dist_check.cpp
+int pack_command(const Args& args);       // pack.cpp
 
 // The recipe `cmha train` runs when given none (recipes/local/en_de_transformer_small.yaml,
 // compiled in).

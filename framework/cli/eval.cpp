@@ -11,6 +11,7 @@
 #include "cli/command_line.h"
 #include "data/image_dataset.h"
 #include "data/image_loader.h"
+#include "data/shard_dataset.h"
 #include "nn/head_mask.h"
 #include "run/checkpoint.h"
 #include "run/model_config.h"
@@ -95,9 +96,15 @@ int eval_command(const Args& args) {
                     : (std::filesystem::path(recipe.string("data.root")) / recipe.string("data.valid_dir")).string();
   } else {
     CMHA_CHECK(std::filesystem::is_directory(folder), "--data '" + folder + "' is not a directory");
-    auto images = std::make_shared<data::ImageFolderDataset>(
-        folder, cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey, cfg.num_classes,
-        recipe.integer("data.max_image_pixels"));
+    const data::ColorMode mode = cfg.channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey;
+    // A folder of shards (cmha pack) or an ImageFolder tree.
+    std::shared_ptr<const data::ImageDataset> images;
+    if (std::filesystem::exists(std::filesystem::path(folder) / data::kShardSetFile))
+      images = std::make_shared<data::ShardDataset>(folder, mode, cfg.num_classes,
+                                                    recipe.integer("data.max_image_pixels"));
+    else
+      images = std::make_shared<data::ImageFolderDataset>(folder, mode, cfg.num_classes,
+                                                          recipe.integer("data.max_image_pixels"));
     // Labels are class-folder indices: fewer folders than the model's classes would shift them.
     CMHA_CHECK(images->num_classes() == cfg.num_classes,
                "--data '" + folder + "' has " + std::to_string(images->num_classes()) +

@@ -70,6 +70,8 @@ const Command kCommands[] = {
     {"bench", bench_command, "RECIPE", "time full training steps of a recipe's transformer (one JSON line)"},
     {"dist-check", dist_check_command, "[--max-mb MB]",
      "check a data-parallel launch: where each rank runs, collectives' values and bandwidth"},
+    {"pack", pack_command, "SRC OUT [--max-side PX]",
+     "write an ImageFolder split (ImageNet's train/ or val/) as tar shards for data.format=shards"},
     {"plot", plot_command, "RUN_DIR... -o OUT.png", "draw the loss and metric curves of runs to a PNG"},
 };
 

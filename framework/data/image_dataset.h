@@ -2,7 +2,8 @@
 // Labelled image datasets behind one interface, read by the image loader's
 // worker threads: an ImageFolder tree as ImageNet is laid out
 // (<root>/<class>/<image>.jpg|jpeg|png, classes = the sorted folder names,
-// labels their indices) and the IDX files of MNIST / Fashion-MNIST.
+// labels their indices) and the IDX files of MNIST / Fashion-MNIST (packed
+// shards: data/shard_dataset.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,14 @@ class ImageDataset {
   virtual ImageSource open(int64_t i) const { return ImageSource(load(i)); }
   // What names sample i in messages: its file, or "<idx file> image i".
   virtual std::string describe(int64_t i) const = 0;
+  // The `count` dataset indices that rank `rank` of `world` visits in training
+  // epoch `epoch`, in order, for a dataset that orders its own epochs (packed
+  // shards, read in sequence: data/shard_dataset.h); `repeats` is repeated
+  // augmentation's. Empty (the default): the loader permutes the whole dataset.
+  virtual std::vector<int64_t> epoch_order(uint64_t /*seed*/, int64_t /*epoch*/, int /*rank*/, int /*world*/,
+                                           int64_t /*count*/, int /*repeats*/) const {
+    return {};
+  }
 };
 
 // <root>/<class>/<file>: every class folder must hold at least one image

@@ -48,6 +48,16 @@ void ImageLoader::plan_epoch(int64_t epoch) {
     for (int64_t i = rank_; i < N; i += world_) slots_.push_back({i, static_cast<uint64_t>(i)});
     return;
   }
+  const int64_t per_rank = (N + world_ - 1) / world_, total = N * opt_.repeats;
+  // A dataset read as a stream (packed shards) orders its epoch itself; the slot's position keys its randomness.
+  const std::vector<int64_t> own = dataset_->epoch_order(seed_, epoch, rank_, world_, per_rank, opt_.repeats);
+  if (!own.empty()) {
+    CMHA_CHECK(static_cast<int64_t>(own.size()) == per_rank, "image loader: the dataset's epoch order has " +
+                                                                 std::to_string(own.size()) + " samples, not " +
+                                                                 std::to_string(per_rank));
+    for (int64_t i = 0; i < per_rank; ++i) slots_.push_back({own[i], static_cast<uint64_t>(rank_ + i * world_)});
+    return;
+  }
   // The epoch's permutation (Fisher-Yates on the order stream), the same on every rank.
   std::vector<int64_t> perm(N);
   std::iota(perm.begin(), perm.end(), 0);
@@ -55,7 +65,6 @@ void ImageLoader::plan_epoch(int64_t epoch) {
   for (int64_t i = N - 1; i > 0; --i) std::swap(perm[i], perm[order.integer(0, i + 1)]);
   // Position p of the (repeated, wrapped-around) list is image perm[(p / repeats) mod (N · repeats)];
   // rank r takes positions r, r + world, ...; the position keys the sample's randomness.
-  const int64_t per_rank = (N + world_ - 1) / world_, total = N * opt_.repeats;
   for (int64_t i = 0; i < per_rank; ++i) {
     const int64_t p = rank_ + i * world_;
     slots_.push_back({perm[(p % total) / opt_.repeats], static_cast<uint64_t>(p)});

@@ -1,5 +1,7 @@
 #include "data/text_corpus.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,16 +14,31 @@ namespace cmha::data {
 
 namespace {
 
-std::string read_file_bytes(const std::string& path) {
+constexpr size_t kBlockBytes = size_t{1} << 20;
+
+using File = std::unique_ptr<FILE, int (*)(FILE*)>;
+
+File open_corpus_file(const std::string& path) {
   refuse_special_file(path, "corpus file");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  File f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw Error("cannot open corpus file '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char buf[1 << 16];
+  return f;
+}
+
+// Reads `path` block by block (every block kBlockBytes but the last, so the
+// digest does not depend on how the reads fall), calling `block` on each.
+uint64_t read_blocks(const std::string& path, const std::function<void(const char*, size_t)>& block) {
+  File f = open_corpus_file(path);
+  std::vector<char> buf(kBlockBytes);
+  uint64_t total = 0;
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.append(buf, n);
+  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    block(buf.data(), n);
+    total += n;
+  }
   CMHA_CHECK(!std::ferror(f.get()), "cannot read corpus file '" + path + "': " + std::strerror(errno));
-  return bytes;
+  CMHA_CHECK(total > 0, "corpus file '" + path + "' is empty");
+  return total;
 }
 
 inline uint64_t mix64(uint64_t h) {
@@ -67,24 +84,69 @@ bool is_valid_utf8(const std::string& s, size_t* bad_at) {
   return true;
 }
 
-std::vector<std::string> read_text_lines(const std::string& path) {
-  const std::string bytes = read_file_bytes(path);
-  CMHA_CHECK(!bytes.empty(), "corpus file '" + path + "' is empty");
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < bytes.size()) {
-    size_t end = bytes.find('\n', start);
-    if (end == std::string::npos) end = bytes.size();
-    size_t stop = end;
-    if (stop > start && bytes[stop - 1] == '\r') --stop;
-    lines.emplace_back(bytes, start, stop - start);
+uint64_t for_each_text_line(const std::string& path, const std::function<void(std::string&& line)>& line) {
+  uint64_t count = 0;
+  std::string pending;  // the start of a line whose '\n' has not been read yet
+  auto emit = [&](std::string&& text) {
+    ++count;
+    if (!text.empty() && text.back() == '\r') text.pop_back();
     size_t bad = 0;
-    if (!is_valid_utf8(lines.back(), &bad))
-      throw Error("corpus file '" + path + "' line " + std::to_string(lines.size()) + " is not valid UTF-8 (byte " +
+    if (!is_valid_utf8(text, &bad))
+      throw Error("corpus file '" + path + "' line " + std::to_string(count) + " is not valid UTF-8 (byte " +
                   std::to_string(bad + 1) + " of the line)");
-    start = end + 1;
-  }
+    line(std::move(text));
+  };
+  read_blocks(path, [&](const char* p, size_t n) {
+    size_t start = 0;
+    while (start < n) {
+      const void* nl = std::memchr(p + start, '\n', n - start);
+      if (!nl) {
+        pending.append(p + start, n - start);
+        break;
+      }
+      const size_t end = static_cast<size_t>(static_cast<const char*>(nl) - p);
+      pending.append(p + start, end - start);
+      emit(std::move(pending));
+      pending.clear();
+      start = end + 1;
+    }
+  });
+  if (!pending.empty()) emit(std::move(pending));  // a last line without '\n'
+  return count;
+}
+
+std::vector<std::string> read_text_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  for_each_text_line(path, [&](std::string&& l) { lines.push_back(std::move(l)); });
   return lines;
+}
+
+FileIdentity file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot read corpus file '" + path + "': " + std::strerror(errno));
+  FileIdentity id;
+  id.bytes = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return id;
+}
+
+CorpusFileScan scan_corpus_file(const std::string& path) {
+  CorpusFileScan scan;
+  scan.identity = file_identity(path);
+  uint64_t h = 0x636d6861'64696731ull;  // "cmhadig1"
+  char last = '\n';
+  const uint64_t total = read_blocks(path, [&](const char* p, size_t n) {
+    h = hash_combine(h, hash_bytes(p, n));
+    for (const char* q = p; (q = static_cast<const char*>(std::memchr(q, '\n', static_cast<size_t>(p + n - q))));
+         ++q)
+      ++scan.lines;
+    last = p[n - 1];
+  });
+  if (last != '\n') ++scan.lines;  // a last line without '\n' counts
+  scan.identity.digest = hash_combine(h, total);
+  // A file that grew or shrank while being read: its digest describes neither version.
+  CMHA_CHECK(total == scan.identity.bytes, "corpus file '" + path + "' changed while it was being read");
+  return scan;
 }
 
 std::string corpus_path(const std::string& prefix, const std::string& lang) { return prefix + "." + lang; }

@@ -46,7 +46,9 @@ class TokenBatcher {
   std::vector<Batch> pack(const std::vector<int64_t>& order) const;
 
  private:
-  void sort_by_length(std::vector<int64_t>::iterator first, std::vector<int64_t>::iterator last) const;
+  void sort_by_length(int64_t* first, int64_t* last) const;
+  // pack()'s batches as the positions in [first, last) where each ends.
+  void pack_ends(const int64_t* first, const int64_t* last, std::vector<int64_t>& ends) const;
   std::vector<int32_t> src_len_, tgt_len_;
   std::vector<int64_t> kept_;
   BatchingOptions opt_;

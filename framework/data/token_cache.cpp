@@ -19,18 +19,21 @@ namespace cmha::data {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'M', 'H', 'A', 'T', 'O', 'K', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: the corpus identity in the header
 constexpr size_t kHeaderBytes = 64;
 
-struct Header {
+struct FileHeader {
   char magic[8];
   uint32_t version, id_bytes;
   uint64_t key, count, total;
+  uint64_t corpus_bytes;
+  int64_t corpus_mtime_ns;
+  uint64_t corpus_digest;
 };
-static_assert(sizeof(Header) <= kHeaderBytes);
+static_assert(sizeof(FileHeader) == kHeaderBytes);
 
-bool read_header(int fd, Header* h) {
-  return ::pread(fd, h, sizeof(Header), 0) == static_cast<ssize_t>(sizeof(Header)) &&
+bool read_file_header(int fd, FileHeader* h) {
+  return ::pread(fd, h, sizeof(FileHeader), 0) == static_cast<ssize_t>(sizeof(FileHeader)) &&
          std::memcmp(h->magic, kMagic, 8) == 0 && h->version == kVersion && h->id_bytes == 4;
 }
 
@@ -40,8 +43,8 @@ TokenCache::TokenCache(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   CMHA_CHECK(fd >= 0, "cannot open token cache '" + path + "': " + std::strerror(errno));
   struct stat st {};
-  Header h{};
-  const bool ok = ::fstat(fd, &st) == 0 && read_header(fd, &h);
+  FileHeader h{};
+  const bool ok = ::fstat(fd, &st) == 0 && read_file_header(fd, &h);
   if (!ok) {
     ::close(fd);
     throw Error("'" + path + "' is not a cmha token cache (format " + std::to_string(kVersion) + ")");
@@ -109,36 +112,91 @@ void TokenCache::unmap() {
 }
 
 bool TokenCache::read_key(const std::string& path, uint64_t* key) {
+  const std::optional<Header> h = read_header(path);
+  if (h) *key = h->key;
+  return h.has_value();
+}
+
+std::optional<TokenCache::Header> TokenCache::read_header(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  Header h{};
-  const bool ok = read_header(fd, &h);
+  if (fd < 0) return std::nullopt;
+  FileHeader h{};
+  const bool ok = read_file_header(fd, &h);
   ::close(fd);
-  if (ok) *key = h.key;
+  if (!ok) return std::nullopt;
+  TokenCache::Header out;
+  out.key = h.key;
+  out.count = h.count;
+  out.total = h.total;
+  out.corpus = {h.corpus_bytes, h.corpus_mtime_ns, h.corpus_digest};
+  return out;
+}
+
+bool TokenCache::rewrite_corpus_identity(const std::string& path, const FileIdentity& corpus) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  FileHeader h{};
+  bool ok = read_file_header(fd, &h);
+  if (ok) {
+    h.corpus_bytes = corpus.bytes;
+    h.corpus_mtime_ns = corpus.mtime_ns;
+    h.corpus_digest = corpus.digest;
+    // One 64-byte write at offset 0: a reader sees the old header or the new one.
+    ok = ::pwrite(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+  }
+  ::close(fd);
   return ok;
 }
 
-void TokenCache::write(const std::string& path, uint64_t key, const std::vector<std::vector<int32_t>>& sentences) {
+void TokenCache::write(const std::string& path, uint64_t key, const std::vector<std::vector<int32_t>>& sentences,
+                       const FileIdentity& corpus) {
+  TokenCacheWriter w(path, sentences.size());
+  for (const auto& s : sentences) w.append(s.data(), s.size());
+  w.finish(key, corpus);
+}
+
+TokenCacheWriter::TokenCacheWriter(const std::string& path, uint64_t count) : path_(path), count_(count) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  AtomicFile f(path);
-  Header h{};
+  file_ = std::make_unique<AtomicFile>(path);
+  offsets_.reserve(count + 1);
+  offsets_.push_back(0);
+  // The ids follow the header and the offsets, which finish() writes over these zeros.
+  const std::vector<char> zeros(size_t{1} << 16, 0);
+  for (uint64_t left = kHeaderBytes + (count + 1) * 8; left > 0;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, zeros.size()));
+    file_->write(zeros.data(), n);
+    left -= n;
+  }
+}
+
+TokenCacheWriter::~TokenCacheWriter() = default;
+
+void TokenCacheWriter::append(const int32_t* ids, size_t n) {
+  CMHA_CHECK(appended() < count_, "token cache '" + path_ + "': more sentences than the " + std::to_string(count_) +
+                                      " announced");
+  if (n > 0) file_->write(ids, 4 * n);
+  offsets_.push_back(offsets_.back() + n);
+}
+
+void TokenCacheWriter::finish(uint64_t key, const FileIdentity& corpus) {
+  CMHA_CHECK(appended() == count_, "token cache '" + path_ + "': " + std::to_string(appended()) +
+                                       " sentences written, " + std::to_string(count_) + " announced");
+  FileHeader h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = kVersion;
   h.id_bytes = 4;
   h.key = key;
-  h.count = sentences.size();
-  std::vector<uint64_t> offsets(sentences.size() + 1, 0);
-  for (size_t i = 0; i < sentences.size(); ++i) offsets[i + 1] = offsets[i] + sentences[i].size();
-  h.total = offsets.back();
-  char header[kHeaderBytes] = {};
-  std::memcpy(header, &h, sizeof h);
-  f.write(header, kHeaderBytes);
-  f.write(offsets.data(), 8 * offsets.size());
-  for (const auto& s : sentences)
-    if (!s.empty()) f.write(s.data(), 4 * s.size());
-  f.commit();
+  h.count = count_;
+  h.total = offsets_.back();
+  h.corpus_bytes = corpus.bytes;
+  h.corpus_mtime_ns = corpus.mtime_ns;
+  h.corpus_digest = corpus.digest;
+  file_->write_at(0, &h, kHeaderBytes);
+  file_->write_at(kHeaderBytes, offsets_.data(), 8 * offsets_.size());
+  file_->commit();
+  file_.reset();
 }
 
 }  // namespace cmha::data

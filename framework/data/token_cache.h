@@ -1,15 +1,24 @@
 #pragma once
 // Encoded sentences in a binary file that is memory-mapped, so epochs never
-// tokenise again. Layout (little-endian):
-//   64-byte header: magic "CMHATOK1", u32 format version, u32 bytes per id (4),
-//                   u64 key, u64 sentences N, u64 ids in all, zero padding
+// tokenise again and a rank reads only the sentences of its batches. Layout
+// (little-endian):
+//   64-byte header: magic "CMHATOK1", u32 format version (2), u32 bytes per id (4),
+//                   u64 key, u64 sentences N, u64 ids in all,
+//                   the corpus file's identity: u64 bytes, i64 mtime (ns), u64 digest
 //   u64 offsets[N + 1]   (sentence i is ids[offsets[i], offsets[i+1]))
 //   i32 ids[...]
-// The key says what the ids were made from (corpus bytes, SentencePiece model);
-// a file whose key differs is stale and is rebuilt by the caller.
+// The key says what the ids were made from (the corpus's digest, SentencePiece
+// model, recipe); a file whose key differs is stale and is rebuilt by the
+// caller. The corpus identity lets a caller trust the key without reading the
+// corpus while its size and mtime are unchanged (data/corpus_token_cache.h).
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "data/text_corpus.h"
+#include "tensor/atomic_file.h"
 
 namespace cmha::data {
 
@@ -25,9 +34,19 @@ class TokenCache {
   ~TokenCache();
 
   // Writes sentences (atomically: a temporary file renamed over `path`).
-  static void write(const std::string& path, uint64_t key, const std::vector<std::vector<int32_t>>& sentences);
+  static void write(const std::string& path, uint64_t key, const std::vector<std::vector<int32_t>>& sentences,
+                    const FileIdentity& corpus = {});
   // The key stored in `path`, or false when it is missing or not a cache file.
   static bool read_key(const std::string& path, uint64_t* key);
+  struct Header {
+    uint64_t key = 0, count = 0, total = 0;
+    FileIdentity corpus;
+  };
+  // The header of `path`, or nothing when it is missing or not a cache file (of this format).
+  static std::optional<Header> read_header(const std::string& path);
+  // Replaces the corpus identity in `path`'s header in place (the ids are unchanged: only the corpus's
+  // mtime moved); false when `path` is not a cache file.
+  static bool rewrite_corpus_identity(const std::string& path, const FileIdentity& corpus);
 
   const std::string& path() const { return path_; }
   uint64_t key() const { return key_; }
@@ -45,6 +64,30 @@ class TokenCache {
   uint64_t key_ = 0, count_ = 0, total_ = 0;
   const uint64_t* offsets_ = nullptr;
   const int32_t* ids_ = nullptr;
+};
+
+// Writes a token cache sentence by sentence, so a corpus of any size is
+// encoded in bounded memory (the offsets, 8 bytes a sentence, stay in memory
+// until finish()). The file appears at `path` only when finish() renames it
+// there (tensor/atomic_file.h); a writer destroyed before that removes its temporary file.
+class TokenCacheWriter {
+ public:
+  // `count`: the number of sentences that will be appended (it places the ids after the offsets).
+  TokenCacheWriter(const std::string& path, uint64_t count);
+  TokenCacheWriter(const TokenCacheWriter&) = delete;
+  TokenCacheWriter& operator=(const TokenCacheWriter&) = delete;
+  ~TokenCacheWriter();
+  void append(const int32_t* ids, size_t n);
+  uint64_t appended() const { return offsets_.size() - 1; }
+  // Writes the offsets and the header and renames the file into place;
+  // appended() must equal the count given to the constructor.
+  void finish(uint64_t key, const FileIdentity& corpus);
+
+ private:
+  std::string path_;
+  uint64_t count_;
+  std::unique_ptr<AtomicFile> file_;
+  std::vector<uint64_t> offsets_;
 };
 
 }  // namespace cmha::data

@@ -193,10 +193,12 @@ std::vector<OptionSpec> build() {
   image_tasks.add("data.mean", T::real, "0.2860", "Pixel mean subtracted before the model (Fashion-MNIST's)");
   image_tasks.add("data.std", T::real, "0.3530", "Pixel std divided out before the model (Fashion-MNIST's)", 1e-6);
   // Image loader (data/image_loader.h; read by train/image_pipeline.cpp)
-  image_tasks.choice("data.format", "idx", "Image data: IDX files (data.train_images, ...) or an ImageFolder tree under data.root", {"idx", "image_folder"});
-  image_tasks.add("data.root", T::string, "''", "ImageFolder root holding <train_dir>/<class>/<image> and <valid_dir>/<class>/<image> (.jpg, .jpeg, .png)");
+  image_tasks.choice("data.format", "idx", "Image data: IDX files (data.train_images, ...), an ImageFolder tree under data.root, or folders of shards that `cmha pack` wrote under data.root", {"idx", "image_folder", "shards"});
+  image_tasks.add("data.root", T::string, "''", "ImageFolder root holding <train_dir>/<class>/<image> and <valid_dir>/<class>/<image> (.jpg, .jpeg, .png); for shards, <train_dir> and <valid_dir> are folders of shards");
   image_tasks.add("data.train_dir", T::string, "train", "Training split folder under data.root");
   image_tasks.add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");
+  image_tasks.add("data.shuffle_buffer", T::integer, "10000", "Shards: samples each rank's shuffle buffer holds (the epoch's shuffle is the shard order × this buffer)", 1, 1 << 24);
+  image_tasks.add("data.shard_max_side", T::integer, "0", "Shards: the shorter-side cap they were packed with (cmha pack --max-side; 0 = original images); checked against their shards.json", 0, 1 << 16);
   image_tasks.add("data.max_image_pixels", T::integer, "89478485", "Largest image decoded, in pixels (width × height; Pillow's MAX_IMAGE_PIXELS): a larger one is an error naming it", 1, int64_t{1} << 40);
   image_tasks.add("data.channel_mean", T::real_list, "[]", "Per-channel pixel mean (ImageNet: [0.485, 0.456, 0.406]); [] = data.mean for every channel");
   image_tasks.add("data.channel_std", T::real_list, "[]", "Per-channel pixel std (ImageNet: [0.229, 0.224, 0.225]); [] = data.std for every channel");
@@ -212,7 +214,7 @@ std::vector<OptionSpec> build() {
   image_tasks.add("data.random_erasing", T::real, "0.0", "Training: probability of erasing a random box with per-pixel normal values (DeiT: 0.25)", 0, 1);
   image_tasks.add("data.repeated_aug", T::integer, "1", "Repeated augmentation: copies of each image per epoch across ranks (DeiT: 3); 1 = off", 1, 64);
   image_tasks.add("data.drop_last", T::boolean, "false", "Training: drop each epoch's final partial batch");
-  image_tasks.add("data.eval_resize", T::integer, "0", "Evaluation: resize the shorter side to this before the centre crop; 0 = model.image_size / 0.875 for image_folder (256 for 224), model.image_size for idx", 0, 1 << 16);
+  image_tasks.add("data.eval_resize", T::integer, "0", "Evaluation: resize the shorter side to this before the centre crop; 0 = model.image_size / 0.875 for image_folder and shards (256 for 224), model.image_size for idx", 0, 1 << 16);
   image_tasks.add("data.workers", T::integer, "2", "Image decoding and augmentation threads; 0 = in the training thread", 0, 256);
   image_tasks.add("data.prefetch", T::integer, "0", "Batches decoded ahead of the trainer; 0 = 2 × data.workers", 0, 1024);
   image_tasks.add("data.skip_bad_images", T::boolean, "false", "Leave unreadable images out of their batch and count them instead of stopping");

@@ -77,6 +77,20 @@ void AtomicFile::flush_buffer() {
   buffer_.clear();
 }
 
+void AtomicFile::write_at(size_t offset, const void* data, size_t bytes) {
+  CMHA_CHECK(fd_ >= 0, "cannot write '" + path_ + "': it was committed already");
+  flush_buffer();
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write it", n < 0 ? errno : EIO);
+    p += n;
+    offset += static_cast<size_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
 void AtomicFile::write(const void* data, size_t bytes) {
   CMHA_CHECK(fd_ >= 0, "cannot write '" + path_ + "': it was committed already");
   const char* p = static_cast<const char*>(data);

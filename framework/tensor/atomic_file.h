@@ -24,6 +24,8 @@ class AtomicFile {
 
   void write(const void* data, size_t bytes);  // buffered
   void write(std::string_view text) { write(text.data(), text.size()); }
+  // Overwrites bytes already written at `offset` (a header whose counts are known only at the end).
+  void write_at(size_t offset, const void* data, size_t bytes);
   // Flush, fsync, close, rename over NAME, fsync NAME's directory.
   void commit();
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "data/shard_dataset.h"
 #include "run/device.h"
 #include "tensor/error.h"
 
@@ -44,11 +45,29 @@ ImageData make_image_data(const run::Recipe& r) {
                                                       mode, classes);
     return d;
   }
+  const std::string format = r.string("data.format");
   const std::string root = r.string("data.root");
-  CMHA_CHECK(!root.empty(), "data.format is image_folder but data.root is not set");
+  CMHA_CHECK(!root.empty(), "data.format is " + format + " but data.root is not set");
   const std::string train_dir = (std::filesystem::path(root) / r.string("data.train_dir")).string();
   const std::string valid_dir = (std::filesystem::path(root) / r.string("data.valid_dir")).string();
   const int64_t max_pixels = r.integer("data.max_image_pixels");
+  if (format == "shards") {
+    const int64_t buffer = r.integer("data.shuffle_buffer"), max_side = r.integer("data.shard_max_side");
+    auto train = std::make_shared<data::ShardDataset>(train_dir, mode, classes, max_pixels, buffer);
+    auto valid = std::make_shared<data::ShardDataset>(valid_dir, mode, classes, max_pixels, buffer);
+    // What the recipe says it trains on must be what was packed; labels are class indices.
+    for (const data::ShardDataset* s : {train.get(), valid.get()})
+      CMHA_CHECK(s->info().max_side == max_side,
+                 "data.shard_max_side is " + std::to_string(max_side) + " but the shards of " +
+                     (s == train.get() ? train_dir : valid_dir) + " were packed with --max-side " +
+                     std::to_string(s->info().max_side));
+    CMHA_CHECK(train->info().classes == valid->info().classes,
+               valid_dir + " has " + std::to_string(valid->num_classes()) + " classes that differ from the " +
+                   std::to_string(train->num_classes()) + " of " + train_dir);
+    d.train = std::move(train);
+    d.valid = std::move(valid);
+    return d;
+  }
   auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes, max_pixels);
   auto valid = std::make_shared<data::ImageFolderDataset>(valid_dir, mode, classes, max_pixels);
   // Labels are folder indices: different folders would silently mislabel.
@@ -69,7 +88,8 @@ data::ImageLoaderOptions image_loader_options(const run::Recipe& r, bool trainin
   o.repeats = training ? static_cast<int>(r.integer("data.repeated_aug")) : 1;
   o.workers = static_cast<int>(r.integer("data.workers"));
   o.prefetch = static_cast<int>(r.integer("data.prefetch"));
-  o.skip_bad_images = r.boolean("data.skip_bad_images");
+  // A bad member of a shard is skipped and counted, never fatal (data/shard_dataset.h).
+  o.skip_bad_images = r.boolean("data.skip_bad_images") || r.string("data.format") == "shards";
   o.pin_memory = !run::recipe_device(r).is_cpu();  // batches bound for a GPU
 
   data::ImageTransformOptions& t = o.transform;
@@ -79,7 +99,7 @@ data::ImageLoaderOptions image_loader_options(const run::Recipe& r, bool trainin
   for (float s : t.std) CMHA_CHECK(s > 0, "data.channel_std: every std must be positive");
   const int64_t eval_resize = r.integer("data.eval_resize");
   // DeiT's eval_crop_ratio 0.875 (256 for 224) for photos; IDX digits are already the model's size.
-  const bool photos = r.string("data.format") == "image_folder";
+  const bool photos = r.string("data.format") != "idx";
   t.eval_resize = eval_resize > 0 ? eval_resize : photos ? static_cast<int64_t>(t.image_size / 0.875) : t.image_size;
   CMHA_CHECK(t.eval_resize >= t.image_size, "data.eval_resize " + std::to_string(t.eval_resize) +
                                                 " is smaller than model.image_size " + std::to_string(t.image_size));

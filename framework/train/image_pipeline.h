@@ -7,6 +7,7 @@
 //   data::ImageLoader valid(d.valid, image_loader_options(recipe, false), seed, rank, world);
 // data.format idx: data.train_images/train_labels, valid_images/valid_labels;
 // data.format image_folder: <data.root>/train/<class>/..., <data.root>/val/<class>/...
+// data.format shards: <data.root>/train/ and <data.root>/val/ hold shards (cmha pack, data/shard_dataset.h)
 #include <memory>
 
 #include "data/image_dataset.h"

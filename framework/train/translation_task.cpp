@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <thread>
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
+#include "data/corpus_token_cache.h"
 #include "data/text_corpus.h"
 #include "eval/bleu.h"
 #include "eval/translator.h"
@@ -32,77 +31,6 @@ namespace {
 
 // Bumped whenever what goes into a cache changes (not its file format: that has its own version).
 constexpr uint64_t kCacheRecipe = 0x636d6861'74743031ull;  // "cmhatt01"
-
-// Ranks other than 0 wait for rank 0 to write what they need (renamed into place, so whole when seen).
-void wait_for(const std::function<bool()>& ready, const std::string& what) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!ready()) {
-    CMHA_CHECK(seconds_since(t0) < 3600, "waited an hour for rank 0 to write " + what);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-}
-
-uint64_t hash_lines(const std::vector<std::string>& lines) {
-  uint64_t h = data::hash_bytes(nullptr, 0, lines.size());
-  for (const auto& l : lines) h = data::hash_combine(h, data::hash_bytes(l.data(), l.size()));
-  return h;
-}
-
-std::vector<std::vector<int32_t>> encode_all(const std::vector<std::string>& lines, const data::SentencePieceVocab& v) {
-  std::vector<std::vector<int32_t>> ids(lines.size());
-  std::string error;
-  const int64_t n = static_cast<int64_t>(lines.size());
-#pragma omp parallel for schedule(dynamic, 256)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      const std::vector<int> e = v.encode(lines[i]);
-      ids[i].assign(e.begin(), e.end());
-    } catch (const std::exception& ex) {
-#pragma omp critical(cmha_encode_error)
-      if (error.empty()) error = ex.what();
-    }
-  }
-  CMHA_CHECK(error.empty(), error);
-  return ids;
-}
-
-struct SplitCaches {
-  data::TokenCache src, tgt;
-  bool encoded = false;
-};
-
-// <dir>/<name>.{src,tgt}.bin for this corpus and vocabulary: reused when their keys match, else (re)built
-// by rank 0 (`main`) while the other ranks wait.
-SplitCaches load_or_encode(const data::ParallelCorpus& c, const data::SentencePieceVocab& v, const std::string& dir,
-                           const std::string& name, bool main) {
-  const uint64_t base = data::hash_combine(kCacheRecipe, v.model_hash());
-  const uint64_t key_src = data::hash_combine(base, hash_lines(c.source));
-  const uint64_t key_tgt = data::hash_combine(base ^ 1, hash_lines(c.target));
-  const std::string src_path = (fs::path(dir) / (name + ".src.bin")).string();
-  const std::string tgt_path = (fs::path(dir) / (name + ".tgt.bin")).string();
-  SplitCaches out;
-  auto fresh = [&] {
-    uint64_t k1 = 0, k2 = 0;
-    return data::TokenCache::read_key(src_path, &k1) && k1 == key_src && data::TokenCache::read_key(tgt_path, &k2) &&
-           k2 == key_tgt;
-  };
-  if (!main) {
-    wait_for(fresh, "the token caches " + src_path + " and " + tgt_path);
-  } else if (!fresh()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    data::TokenCache::write(src_path, key_src, encode_all(c.source, v));
-    data::TokenCache::write(tgt_path, key_tgt, encode_all(c.target, v));
-    out.encoded = true;
-    std::fprintf(stderr, "data: encoded %zu pairs of %s / %s into %s/%s.{src,tgt}.bin in %.1f s\n", c.size(),
-                 c.source_path.c_str(), c.target_path.c_str(), dir.c_str(), name.c_str(), seconds_since(t0));
-  }
-  out.src = data::TokenCache(src_path);
-  out.tgt = data::TokenCache(tgt_path);
-  CMHA_CHECK(out.src.key() == key_src && out.tgt.key() == key_tgt && out.src.size() == out.tgt.size() &&
-                 out.src.size() == static_cast<int64_t>(c.size()),
-             "token caches '" + src_path + "' and '" + tgt_path + "' changed while being read (another run?)");
-  return out;
-}
 
 std::pair<std::vector<int32_t>, std::vector<int32_t>> model_lengths(const data::TokenCache& src,
                                                                      const data::TokenCache& tgt) {
@@ -134,16 +62,12 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
                                        "' does not exist (data/prepare_local_en_de.sh builds the local corpus, "
                                        "data/prepare_wmt14_en_de.sh the WMT14 one)");
     }
-  // The corpora are always read and checked (a fraction of a second); only encoding is cached.
-  data::ParallelCorpus train = data::read_parallel_corpus(r.string("data.train_prefix"), src_lang, tgt_lang);
-  data::ParallelCorpus valid = data::read_parallel_corpus(r.string("data.valid_prefix"), src_lang, tgt_lang);
-  if (r.boolean("eval.valid_bleu")) {
-    const int64_t limit = r.integer("eval.valid_sentences");
-    const size_t n = limit > 0 ? std::min<size_t>(valid.size(), static_cast<size_t>(limit)) : valid.size();
-    bleu_sources_.assign(valid.source.begin(), valid.source.begin() + static_cast<std::ptrdiff_t>(n));
-    bleu_references_.assign(valid.target.begin(), valid.target.begin() + static_cast<std::ptrdiff_t>(n));
-    valid_beam_ = r.integer("eval.valid_beam");
-  }
+  // The training corpus is read only to train the SentencePiece model and to (re)build its token caches; a
+  // start or resume with both in place reads none of it (data/corpus_token_cache.h).
+  const std::string train_src = data::corpus_path(r.string("data.train_prefix"), src_lang);
+  const std::string train_tgt = data::corpus_path(r.string("data.train_prefix"), tgt_lang);
+  const std::string valid_src = data::corpus_path(r.string("data.valid_prefix"), src_lang);
+  const std::string valid_tgt = data::corpus_path(r.string("data.valid_prefix"), tgt_lang);
   final_.test_prefix = r.string("data.test_prefix");
   final_.source_lang = src_lang;
   final_.target_lang = tgt_lang;
@@ -167,16 +91,20 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
   so.num_threads = omp_get_max_threads();
   const std::string spm_path = (fs::path(save_dir) / "spm.model").string();
   spm_path_ = spm_path;
-  if (rank != 0) wait_for([&] { return fs::exists(spm_path); }, "the SentencePiece model " + spm_path);
+  if (rank != 0) data::wait_for_rank0([&] { return fs::exists(spm_path); }, "the SentencePiece model " + spm_path);
   const bool had_model = fs::exists(spm_path);
+  data::ParallelCorpus train;  // read only to train the model
   std::vector<const std::string*> joint;
   if (!had_model) {
+    train = data::read_parallel_corpus(r.string("data.train_prefix"), src_lang, tgt_lang);
     joint.reserve(2 * train.size());
     for (const auto& s : train.source) joint.push_back(&s);
     for (const auto& s : train.target) joint.push_back(&s);
   }
   const auto t0 = std::chrono::steady_clock::now();
   vocab_ = std::make_unique<data::SentencePieceVocab>(data::SentencePieceVocab::load_or_train(spm_path, so, joint));
+  joint = {};
+  train = {};
   if (verbose && !had_model)
     std::fprintf(stderr, "data: trained a joint %s SentencePiece model of %lld pieces on %lld of %zu sentences in %.1f s: %s\n",
                  so.model_type.c_str(), static_cast<long long>(vocab_->size()),
@@ -188,9 +116,12 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
                                                   std::to_string(cfg.src_vocab));
 
   const std::string cache_dir = (fs::path(save_dir) / "cache").string();
-  SplitCaches tc = load_or_encode(train, *vocab_, cache_dir, "train", verbose);
-  SplitCaches vc = load_or_encode(valid, *vocab_, cache_dir, "valid", verbose);
+  data::ParallelTokenCaches tc =
+      data::load_or_encode_parallel(train_src, train_tgt, *vocab_, kCacheRecipe, cache_dir, "train", verbose);
+  data::ParallelTokenCaches vc =
+      data::load_or_encode_parallel(valid_src, valid_tgt, *vocab_, kCacheRecipe, cache_dir, "valid", verbose);
   encoded_ = tc.encoded || vc.encoded;
+  rehashed_ = tc.rehashed || vc.rehashed;
   train_src_ = std::move(tc.src);
   train_tgt_ = std::move(tc.tgt);
   valid_src_ = std::move(vc.src);
@@ -221,8 +152,16 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
                  static_cast<long long>(train_batcher_->dropped()), static_cast<long long>(valid_batcher.dropped()),
                  static_cast<long long>(bo.max_len));
   }
-  CMHA_CHECK(valid_batcher.kept() > 0, "no validation pair of '" + valid.source_path + "' is within data.max_len " +
+  CMHA_CHECK(valid_batcher.kept() > 0, "no validation pair of '" + valid_src + "' is within data.max_len " +
                                            std::to_string(bo.max_len));
+  if (r.boolean("eval.valid_bleu")) {  // the raw sentences, as BLEU needs them (a validation set is small)
+    const data::ParallelCorpus valid = data::read_parallel_corpus(r.string("data.valid_prefix"), src_lang, tgt_lang);
+    const int64_t limit = r.integer("eval.valid_sentences");
+    const size_t n = limit > 0 ? std::min<size_t>(valid.size(), static_cast<size_t>(limit)) : valid.size();
+    bleu_sources_.assign(valid.source.begin(), valid.source.begin() + static_cast<std::ptrdiff_t>(n));
+    bleu_references_.assign(valid.target.begin(), valid.target.begin() + static_cast<std::ptrdiff_t>(n));
+    valid_beam_ = r.integer("eval.valid_beam");
+  }
   start_epoch(0);  // batches_per_epoch() is known before training starts
   CMHA_CHECK(!batches_.empty(), "the training data make fewer batches than the " + std::to_string(world) +
                                     " ranks (" + std::to_string(train_batcher_->kept()) + " pairs kept)");

@@ -4,7 +4,9 @@
 // A joint SentencePiece model over both training sides is trained once per
 // run directory (<train.save_dir>/spm.model) and reused; each split is encoded
 // once into memory-mapped token caches (<train.save_dir>/cache/) that are
-// rebuilt when the corpus or the SentencePiece model changes. Batches hold
+// rebuilt when the corpus or the SentencePiece model changes; a start or
+// resume with them in place reads no corpus (data/corpus_token_cache.h) and
+// each rank touches only the sentences of its own batches. Batches hold
 // about data.max_tokens tokens (data/token_batches.h); the loss is the
 // label-smoothed cross-entropy summed over the non-padding target tokens.
 #include <memory>
@@ -49,6 +51,8 @@ class TranslationTask : public Task {
   const data::TokenCache& train_target() const { return train_tgt_; }
   // Whether the constructor encoded the splits (false: both caches were reused).
   bool encoded_caches() const { return encoded_; }
+  // Whether a corpus was hashed again (its size or mtime differed from the cache's record).
+  bool rehashed_corpus() const { return rehashed_; }
 
  private:
   std::shared_ptr<nn::Transformer> model_;
@@ -70,7 +74,7 @@ class TranslationTask : public Task {
     eval::TranslatorOptions decoding;  // recipe_translator_options
   } final_;
   int rank_, world_;
-  bool encoded_ = false;
+  bool encoded_ = false, rehashed_ = false;
   int64_t epoch_ = -1, position_ = 0;
   std::vector<data::Batch> batches_;  // this rank's batches of epoch_
   // On a GPU, the next training batch, made and sent while the GPU runs the

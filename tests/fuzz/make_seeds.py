@@ -143,8 +143,8 @@ def token_cache(key, sentences):
     offsets = [0]
     for s in sentences:
         offsets.append(offsets[-1] + len(s))
-    header = b"CMHATOK1" + struct.pack("<IIQQQ", 1, 4, key, len(sentences), offsets[-1])
-    header += b"\0" * (64 - len(header))
+    # Format 2: the corpus identity (bytes, mtime, digest) fills the header's last 24 bytes.
+    header = b"CMHATOK1" + struct.pack("<IIQQQQqQ", 2, 4, key, len(sentences), offsets[-1], 0, 0, 0)
     ids = b"".join(struct.pack("<%di" % len(s), *s) for s in sentences)
     return header + struct.pack("<%dQ" % len(offsets), *offsets) + ids
 
