@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "compress/cp_als.h"
+#include "compress/dense_linalg.h"
 #include "tensor/rng.h"
 
 using namespace cmha;
@@ -222,6 +223,7 @@ void print_summary() {
               "%zu runs:\n",
               (long long)kLayers, (long long)kHeads, (long long)kDim, (long long)(kKeyDim / kHeads), (long long)kRank,
               (long long)kIters, (long long)kThreads, runs.size());
+  std::printf("  BLAS/LAPACK: %s\n", compress::blas_description().c_str());
   std::printf("  layers side by side: median %.2f s for the stack (target <= %.1f s), %.2f ms per layer-iteration "
               "(runs:",
               median(wall), 0.01 * static_cast<double>(kLayers * kIters), median(per_it));
