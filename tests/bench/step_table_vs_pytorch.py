@@ -57,9 +57,9 @@ def load_average():
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_cmha(cmha, recipe, threads, steps, bf16):
+def run_cmha(cmha, recipe, threads, steps, bf16, overrides):
     out = subprocess.run([cmha, "bench", recipe, "--steps", str(steps), "--warmup", "1", "--threads", str(threads),
-                          f"train.bf16={'true' if bf16 else 'false'}"],
+                          f"train.bf16={'true' if bf16 else 'false'}", *overrides],
                          cwd=ROOT, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"step_table: cmha bench {recipe} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
@@ -74,7 +74,9 @@ def cell(args):
     torch.set_num_threads(args.threads)
     name, recipe = MODELS[args.model]
     bf16 = args.dtype == "bf16"
-    bench = StepBench(os.path.join(ROOT, recipe), bf16=bf16)
+    overrides = [x for x in args.set if ":" not in x.split("=", 1)[0]] + \
+        [x.split(":", 1)[1] for x in args.set if x.startswith(args.model + ":")]  # the model's own last: it wins
+    bench = StepBench(os.path.join(ROOT, recipe), overrides, bf16=bf16)
     fns, failed, compile_s = {}, {}, {}
     def over_budget(signum, frame):
         raise TimeoutError(f"still compiling after {args.compile_budget} s")
@@ -96,11 +98,11 @@ def cell(args):
     ms = {"cmha": []} | {m: [] for m in fns}
     cmha_json = None
     for _ in range(args.repeats):
-        cmha_json = run_cmha(args.cmha, recipe, args.threads, args.steps, bf16)
+        cmha_json = run_cmha(args.cmha, recipe, args.threads, args.steps, bf16, overrides)
         ms["cmha"].append(cmha_json["step_ms_median"])
         for mode, fn in fns.items():
             ms[mode].append(statistics.median(bench.step(fn) for _ in range(args.steps)))
-    print(json.dumps({"model": args.model, "name": name, "recipe": recipe, "dtype": args.dtype,
+    print(json.dumps({"model": args.model, "name": name, "recipe": recipe, "overrides": overrides, "dtype": args.dtype,
                       "threads": args.threads, "units": bench.units, "unit": bench.unit,
                       "gemm_tflop_per_step": cmha_json["gemm_tflop_per_step"],
                       "step_ms": {k: statistics.median(v) for k, v in ms.items()}, "step_ms_runs": ms,
@@ -149,6 +151,9 @@ def main():
                          "e.g. max-autotune-no-cudagraphs (its GEMM autotuning takes many minutes a cell)")
     ap.add_argument("--compile-budget", type=int, default=1200, metavar="S",
                     help="seconds a torch.compile mode may take to compile a cell before it counts as not running")
+    ap.add_argument("--set", action="append", default=[], metavar="[MODEL:]KEY.PATH=VALUE",
+                    help="a recipe override for both sides (e.g. bench.batch_size=64), or for one model "
+                         "(vit:bench.batch_size=8)")
     ap.add_argument("--cmha", default=os.path.join(ROOT, "build", "cmha"))
     ap.add_argument("--ceiling", default=os.path.join(ROOT, "build", "tests", "bench", "gemm_ceiling"))
     ap.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
@@ -166,7 +171,7 @@ def main():
                             text=True).stdout.strip()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; load {load_average()} at the start")
     print(f"cmha {commit} ({args.cmha}); PyTorch {torch.__version__} ({sys.executable}); "
-          f"{args.repeats} repeats x {args.steps} steps, medians; started {time.strftime('%Y-%m-%d %H:%M %Z')}")
+          f"{args.repeats} repeats x {args.steps} steps, medians; overrides {args.set or 'none'}; started {time.strftime('%Y-%m-%d %H:%M %Z')}")
     cells, ceilings = [], {}
     for t in args.threads:
         ceilings[t] = {"cmha": cmha_ceiling(args.ceiling, t), "torch": torch_ceiling(t)}
@@ -177,7 +182,7 @@ def main():
             for dtype in args.dtypes:
                 cmd = [sys.executable, os.path.abspath(__file__), "--cell", "--model", model, "--dtype", dtype,
                        "--threads", str(t), "--repeats", str(args.repeats), "--steps", str(args.steps),
-                       "--cmha", args.cmha, "--compile-budget", str(args.compile_budget), "--modes", *args.modes]
+                       *[f"--set={x}" for x in args.set], "--cmha", args.cmha, "--compile-budget", str(args.compile_budget), "--modes", *args.modes]
                 out = subprocess.run(cmd, capture_output=True, text=True)
                 if out.returncode != 0:
                     raise SystemExit(f"step_table: the {model} {dtype} cell at {t} threads failed: "
