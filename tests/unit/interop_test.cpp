@@ -196,9 +196,9 @@ TEST(Interop, RealTimmAndTransformersModelsImportAndExport) {
                                                        {"hf-vit", "real_hf_vit"}, {"hf-vit", "real_hf_deit"}};
   for (const auto& [format, name] : cases) {
     SCOPED_TRACE(name);
-    train::ImportOptions opt = heads(4);
+    interop::ImportOptions opt = heads(4);
     if (format == "hf-vit") {  // the heads, eps and labels come from save_pretrained's config.json
-      opt = train::ImportOptions();
+      opt = interop::ImportOptions();
       opt.config_path = std::string(CMHA_FIXTURE_DIR) + "/interop_" + name + ".config.json";
     }
     expect_vit_matches(format, name, opt);
