@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 
 #include "tensor/error.h"
@@ -44,11 +45,37 @@ bool factor(const Matrix& a, Matrix& f) {
   return n == 0 || LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', n, f.v.data(), n) == 0;
 }
 
+// Debian ships OpenBLAS in three builds behind one soname, libopenblas.so.0,
+// and update-alternatives picks the one a process loads by priority
+// (pthreads 100, OpenMP 95, serial 90): a machine with libopenblas0-pthread
+// installed beside libopenblas0-openmp runs the pthreads build, whatever cmha
+// was built against. The OpenMP build joins cmha's libgomp threads: a call
+// from inside an active parallel region runs on its caller's thread, and
+// OneThread keeps the R × R calls serial outside one. The pthreads build
+// ignores both and wakes its own pool for every call: with two CP-ALS layers
+// side by side, each thread's dpotrf then fights the pool's busy-waiting
+// workers for the same cores. A 384 × 384 dpotrf and 14 small dtrmm from
+// each of 2 OpenMP threads: 2.1 ms with the OpenMP build, 290 ms with the
+// pthreads one (same loaded 2-core machine, LD_LIBRARY_PATH choosing the
+// build): the "R x R normal equations" at 50 % of a CP-ALS iteration on a
+// machine of issue 32. So under any build but the OpenMP one, OpenBLAS runs
+// every call on its caller's thread (openblas_set_num_threads(1), once, for
+// the process): cmha's parallelism is its own OpenMP threads.
+void settle_blas_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (openblas_get_parallel() != OPENBLAS_OPENMP) openblas_set_num_threads(1);
+  });
+}
+
 // LAPACK on one OpenMP thread for the guard's lifetime (see dense_linalg.h):
 // OpenBLAS's OpenMP build sizes its teams by omp_get_max_threads().
 class OneThread {
  public:
-  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  OneThread() : saved_(omp_get_max_threads()) {
+    settle_blas_threads();
+    omp_set_num_threads(1);
+  }
   ~OneThread() { omp_set_num_threads(saved_); }
   OneThread(const OneThread&) = delete;
   OneThread& operator=(const OneThread&) = delete;
@@ -177,8 +204,18 @@ Matrix spd_inverse_factor(const Matrix& a, double* ridge) {
   return m;
 }
 
+std::string blas_description() {
+  settle_blas_threads();
+  const int parallel = openblas_get_parallel();
+  return std::string(openblas_get_config()) + ", core " + openblas_get_corename() + ", " +
+         (parallel == OPENBLAS_OPENMP ? "OpenMP build"
+          : parallel == OPENBLAS_THREAD ? "pthreads build (run on the calling thread)"
+                                        : "serial build");
+}
+
 void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows) {
   if (rows == 0 || n == 0) return;
+  settle_blas_threads();
   cblas_strmm(CblasRowMajor, CblasRight, CblasUpper, trans ? CblasTrans : CblasNoTrans, CblasNonUnit,
               static_cast<blasint>(rows), static_cast<blasint>(n), 1.0f, m, static_cast<blasint>(n), x,
               static_cast<blasint>(n));
@@ -202,6 +239,7 @@ SymmetricEigen symmetric_eigen(const Matrix& input, bool with_vectors) {
   check_square(input, "symmetric_eigen");
   const int64_t n = input.rows;
   for (double x : input.v) CMHA_CHECK(std::isfinite(x), "symmetric_eigen: the matrix holds NaN or infinity");
+  settle_blas_threads();
   Matrix a = input;
   std::vector<double> w(static_cast<size_t>(n));
   if (n > 0) {
@@ -234,6 +272,7 @@ void gemm_f64(const float* a, int64_t a_row_stride, int64_t a_col_stride, const 
     for (int64_t j = 0; j < n; ++j) bd(p, j) = b[p * b_row_stride + j];
   c = Matrix(m, n);
   if (m == 0 || n == 0 || k == 0) return;
+  settle_blas_threads();
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), 1.0, ad.v.data(), static_cast<blasint>(k), bd.v.data(), static_cast<blasint>(n),
               0.0, c.v.data(), static_cast<blasint>(n));

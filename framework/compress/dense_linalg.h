@@ -8,6 +8,7 @@
 // the errors near exact recovery are below f32's rounding.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace cmha::compress {
@@ -54,6 +55,12 @@ Matrix spd_inverse_factor(const Matrix& a, double* ridge = nullptr);
 // x ← x · m (or x · mᵀ when trans) in place for row-major f32 x [rows, n] and
 // upper-triangular m [n, n] (OpenBLAS's strmm).
 void trmm_right_upper(const float* m, int64_t n, bool trans, float* x, int64_t rows);
+
+// The OpenBLAS this process loaded (its configuration, the core its kernels
+// were picked for, and which of Debian's builds: OpenMP, pthreads or serial),
+// for benchmarks to print. Under the pthreads or serial build every call of
+// this file runs on its caller's thread (dense_linalg.cpp says why).
+std::string blas_description();
 
 // The R × R LAPACK calls above (spd_*, cholesky) run on one thread: dpotrf of
 // 384 × 384 takes 0.9 ms on one thread or two, and its many small parallel

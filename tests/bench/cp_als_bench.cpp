@@ -10,7 +10,9 @@
 // stack.
 //
 // Three runs, each followed by tests/bench/cp_als_numpy.py (the same ALS in
-// plain numpy, one layer, 2 threads) when /usr/bin/python3 has numpy, so the
+// plain numpy, one layer, 2 threads) in the benchmark venv's interpreter
+// (tests/bench/python/bench_python.sh; CMHA_BENCH_PYTHON=debian for Debian's
+// /usr/bin/python3 and its numpy on OpenBLAS), so the
 // two figures are measured under the same load; then one run of two layers
 // one at a time (each on both threads) to show what running layers side by
 // side wins, and one layer with the SVD start. The summary prints medians,
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "compress/cp_als.h"
+#include "compress/dense_linalg.h"
 #include "tensor/rng.h"
 
 using namespace cmha;
@@ -78,7 +81,7 @@ struct Summary {
   std::vector<StackRun> side_by_side;  // one per run
   StackRun one_at_a_time;
   std::vector<double> numpy_ms, numpy_errors;
-  std::string numpy_missing;
+  std::string numpy_missing, numpy_which;  // the reference's first line: interpreter, numpy, BLAS
   double svd_layer_seconds = 0, svd_layer_error = 0;
 } g_summary;
 
@@ -134,7 +137,8 @@ void BM_OneAtATime(benchmark::State& state) {
 // (dpotrf, the R × R inverses) run 10× slower (88 ms per iteration, not 42).
 void BM_Numpy(benchmark::State& state) {
   for (auto _ : state) {
-    const std::string cmd = "env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 "
+    const std::string cmd = "py=$(" CMHA_SOURCE_DIR "/tests/bench/python/bench_python.sh) && "
+                            "env -u OMP_WAIT_POLICY OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \"$py\" "
                             CMHA_SOURCE_DIR "/tests/bench/cp_als_numpy.py " + std::to_string(kIters) + " 1 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
@@ -149,9 +153,12 @@ void BM_Numpy(benchmark::State& state) {
                     "numpy cp_als: %d iterations, %lf ms per iteration (median %lf), relative error %lf", &iters, &ms,
                     &median, &err) != 4) {
       g_summary.numpy_missing = out.empty() ? "no output" : out.substr(0, 300);
-      state.SkipWithError("the numpy reference did not run (needs /usr/bin/python3 with numpy)");
+      state.SkipWithError("the numpy reference did not run (needs tests/bench/python/make_venv.sh's venv, or "
+                          "CMHA_BENCH_PYTHON=debian with python3-numpy)");
       return;
     }
+    const size_t first_line = out.find('\n');
+    g_summary.numpy_which = out.substr(0, std::min(at, first_line));
     g_summary.numpy_ms.push_back(ms);
     g_summary.numpy_errors.push_back(err);
     state.counters["ms_per_iteration"] = ms;
@@ -216,6 +223,7 @@ void print_summary() {
               "%zu runs:\n",
               (long long)kLayers, (long long)kHeads, (long long)kDim, (long long)(kKeyDim / kHeads), (long long)kRank,
               (long long)kIters, (long long)kThreads, runs.size());
+  std::printf("  BLAS/LAPACK: %s\n", compress::blas_description().c_str());
   std::printf("  layers side by side: median %.2f s for the stack (target <= %.1f s), %.2f ms per layer-iteration "
               "(runs:",
               median(wall), 0.01 * static_cast<double>(kLayers * kIters), median(per_it));
@@ -223,7 +231,7 @@ void print_summary() {
   std::printf("); relative error mean %.4f, min %.4f, max %.4f\n", mean, lo, hi);
   if (!g_summary.numpy_ms.empty()) {
     const double np = median(g_summary.numpy_ms);
-    std::printf("  numpy, one layer: median %.2f ms per iteration (runs:", np);
+    std::printf("  numpy, one layer (%s): median %.2f ms per iteration (runs:", g_summary.numpy_which.c_str(), np);
     for (double m : g_summary.numpy_ms) std::printf(" %.2f", m);
     std::printf("), relative error %.4f; numpy / cmha = %.2fx (target >= 1.5x)\n", g_summary.numpy_errors.back(),
                 np / median(per_it));

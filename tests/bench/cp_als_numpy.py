@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Plain numpy reference for cp_als_bench: the same factored CP-ALS at the same size.
 
 One layer of a BERT-base-sized attention (H = 12, D = 768, d_k = 64) decomposed
@@ -29,10 +29,14 @@ Prints one line per run, e.g.
 thread count is the caller's: set OPENBLAS_NUM_THREADS / OMP_NUM_THREADS. Leave
 OMP_WAIT_POLICY unset: under passive, OpenBLAS's LAPACK runs 10x slower.
 
-Run: OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 /usr/bin/python3 tests/bench/cp_als_numpy.py [iters] [runs]
-         [--formulation projected|direct]
+Run: OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 $(tests/bench/python/bench_python.sh) tests/bench/cp_als_numpy.py
+         [iters] [runs] [--formulation projected|direct]
+(the benchmark venv's numpy, pinned in tests/bench/python/requirements.txt;
+CMHA_BENCH_PYTHON=debian for Debian's). Its first line names the
+interpreter, numpy and the BLAS measured.
 """
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -139,12 +143,23 @@ def cp_als(q, k, iters, rng, formulation):
     return times, err
 
 
+def blas_of_numpy():
+    """numpy's BLAS as its build reports it (e.g. scipy-openblas 0.3.x, or Debian's openblas)."""
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001: numpy < 1.26 has no dicts mode
+        return "BLAS unknown"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("iters", nargs="?", type=int, default=100)
     p.add_argument("runs", nargs="?", type=int, default=1)
     p.add_argument("--formulation", choices=["projected", "direct"], default="projected")
     args = p.parse_args()
+    print(f"numpy {np.__version__} ({blas_of_numpy()}), {sys.executable}", flush=True)
     for run in range(args.runs):
         rng = np.random.default_rng(100 + run)
         q, k = synthetic_layer(rng)

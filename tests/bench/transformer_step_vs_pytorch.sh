@@ -7,10 +7,15 @@
 #
 #   tests/bench/transformer_step_vs_pytorch.sh [threads] [steps] [repeats] [recipes...]
 #
-# Needs build/cmha and Debian's python3-torch with OpenBLAS
-# (apt-get install python3-torch libopenblas0-openmp).
+# Needs build/cmha and the benchmark venv (tests/bench/python/make_venv.sh:
+# PyTorch 2.15); CMHA_BENCH_PYTHON=debian measures Debian's python3-torch 1.13
+# instead (apt-get install python3-torch libopenblas0-openmp). The first line
+# says which PyTorch was measured. step_table_vs_pytorch.sh adds torch.compile,
+# the ViT and the GEMM ceilings.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+py="$(tests/bench/python/bench_python.sh)"
+"$py" -c 'import sys, torch; print(f"PyTorch {torch.__version__} ({sys.executable})")'
 threads=${1:-1}
 steps=${2:-5}
 repeats=${3:-3}
@@ -26,9 +31,9 @@ for recipe in "${recipes[@]}"; do
   cf=() tf=() cb=() tb=()
   for ((r = 0; r < repeats; ++r)); do
     cf+=("$(build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads "$threads" train.bf16=false | field tokens_per_s)")
-    tf+=("$(/usr/bin/python3 tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" | field tokens_per_s)")
+    tf+=("$("$py" tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" | field tokens_per_s)")
     cb+=("$(build/cmha bench "$recipe" --steps "$steps" --warmup 1 --threads "$threads" train.bf16=true | field tokens_per_s)")
-    tb+=("$(/usr/bin/python3 tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" --bf16 | field tokens_per_s)")
+    tb+=("$("$py" tests/bench/pytorch_transformer_bench.py "$recipe" --steps "$steps" --warmup 1 --threads "$threads" --bf16 | field tokens_per_s)")
   done
   a=$(printf '%s\n' "${cf[@]}" | median)
   b=$(printf '%s\n' "${tf[@]}" | median)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "compress/dense_linalg.h"
@@ -238,4 +239,25 @@ TEST(CompressLinalg, GemmF64MatchesTheDefinitionThroughStrides) {
       for (int64_t k = 0; k < 70; ++k) s += double(pa[k * 13 + i]) * pb[k * 90 + j];
       EXPECT_NEAR(c(i, j), s, 1e-12);
     }
+}
+
+extern "C" int openblas_get_parallel(void);
+extern "C" int openblas_get_num_threads(void);
+
+// Debian's alternatives may load OpenBLAS's pthreads build whatever cmha was
+// built against; its own thread pool then fights cmha's OpenMP threads (two
+// CP-ALS layers side by side: the R × R solves 100× slower), so under any
+// build but the OpenMP one dense_linalg runs OpenBLAS on the calling thread.
+// (Run with LD_LIBRARY_PATH at an openblas-pthread directory to take the else branch.)
+TEST(CompressLinalg, BlasRunsOnTheCallersThreadUnlessItIsTheOpenMPBuild) {
+  const std::string about = blas_description();
+  EXPECT_NE(about.find("OpenBLAS"), std::string::npos) << about;
+  if (openblas_get_parallel() == 2) {
+    EXPECT_NE(about.find("OpenMP build"), std::string::npos) << about;
+  } else {
+    EXPECT_EQ(openblas_get_num_threads(), 1) << about;
+    Matrix lower;
+    EXPECT_TRUE(cholesky(random_spd(64, 5, 1.0), lower));
+    EXPECT_EQ(openblas_get_num_threads(), 1) << about;
+  }
 }

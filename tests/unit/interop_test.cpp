@@ -183,6 +183,37 @@ TEST(Interop, ExportGivesBackTheImportedFileByteForByte) {
   fs::remove_all(dir);
 }
 
+// The same through the libraries' own classes, not look-alikes
+// (tests/reference/fixtures_interop_real.py: timm 1.0.31's VisionTransformer
+// and VisionTransformerDistilled, transformers 5.25.0's ViT and DeiT with
+// teacher as save_pretrained writes them, random weights): import gives their
+// logits to 1e-5, and export gives back every tensor under its name with its
+// values and nothing else, which is what load_state_dict(strict=True) (timm)
+// and from_pretrained (transformers) take.
+TEST(Interop, RealTimmAndTransformersModelsImportAndExport) {
+  const std::string dir = test::temp_dir("interop_real");
+  const std::pair<std::string, std::string> cases[] = {{"timm", "real_timm_deit"}, {"timm", "real_timm_vit"},
+                                                       {"hf-vit", "real_hf_vit"}, {"hf-vit", "real_hf_deit"}};
+  for (const auto& [format, name] : cases) {
+    SCOPED_TRACE(name);
+    interop::ImportOptions opt = heads(4);
+    if (format == "hf-vit") {  // the heads, eps and labels come from save_pretrained's config.json
+      opt = interop::ImportOptions();
+      opt.config_path = std::string(CMHA_FIXTURE_DIR) + "/interop_" + name + ".config.json";
+    }
+    expect_vit_matches(format, name, opt);
+    const std::string out = dir + "/" + name + ".safetensors";
+    round_trip(format, fixture(name), opt, out);
+    const SafetensorsFile original = load_safetensors(fixture(name)), back = load_safetensors(out);
+    ASSERT_EQ(back.tensors.size(), original.tensors.size());
+    for (const auto& [key, t] : original.tensors) {
+      ASSERT_TRUE(back.tensors.count(key)) << key;
+      EXPECT_TRUE(test::all_close(back.tensors.at(key), t, 0.0f, 0.0f)) << key;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Interop, HalfPrecisionFilesRoundTripInTheirDtype) {
   const std::string dir = test::temp_dir("interop_f16");
   SafetensorsFile f = load_safetensors(fixture("timm_deit"));
