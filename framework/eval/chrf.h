@@ -49,4 +49,15 @@ struct ChrfScore {
 ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
                       const ChrfOptions& options = {});
 
+// sacreBLEU's statistics of each segment: [hyp, ref, match] per order, from
+// the reference with the best F-score. Summed, they give the corpus score.
+std::vector<std::vector<int64_t>> chrf_segment_stats(const std::vector<std::string>& hyps,
+                                                     const std::vector<std::vector<std::string>>& ref_streams,
+                                                     const ChrfOptions& options = {});
+// The corpus score of summed statistics, with the signature of `n_refs` references.
+ChrfScore chrf_from_stats(const std::vector<int64_t>& sums, size_t n_refs, const ChrfOptions& options = {});
+// The score sacreBLEU's bootstrap computes from a resample's statistics,
+// summed as float32: under numpy 2 every step of it is float32 arithmetic.
+float chrf_resampled_score(const std::vector<float>& sums, const ChrfOptions& options = {});
+
 }  // namespace cmha::eval
