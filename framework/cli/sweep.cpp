@@ -45,7 +45,12 @@ const char* kSweepDescription =
     "running the same command again continues an interrupted sweep. A run\n"
     "directory that holds a run of another recipe (its recipe.yaml differs from\n"
     "the point's, e.g. after the recipe file changed) is refused, naming the first\n"
-    "differing key, unless --rerun-changed trains it afresh.\n";
+    "differing key, unless --rerun-changed trains it afresh.\n"
+    "With --seeds N each point is trained N times, with train.seed = the\n"
+    "recipe's seed, +1, ..., +N-1 (DIR/<name>_seed-S): sweep.csv keeps every run,\n"
+    "sweep.md shows each point's mean ± standard deviation and n, and the plot\n"
+    "draws the mean with error bars (one standard deviation) over faint markers\n"
+    "for the seeds. --grid train.seed=... is read the same way.\n";
 
 // The path of the running cmha, to start the runs with the same build.
 std::string self_path() {
@@ -120,7 +125,7 @@ void write_file(const fs::path& path, const std::string& text) {
 int sweep_command(const Args& args) {
   std::vector<std::string> positionals, grids;
   std::string metric, out_dir, x_key;
-  long long threads = 0, jobs = 1;
+  long long threads = 0, jobs = 1, seeds = -1;
   bool rerun_changed = false;
   CommandLine cl("sweep", kSweepDescription);
   cl.app().add_option("recipe", positionals, "the recipe file, and key.path=value overrides applied to every run")
@@ -136,6 +141,9 @@ int sweep_command(const Args& args) {
                       "runs trained at the same time; with more than one, each run writes its messages to "
                       "DIR/<name>/train.log instead of the terminal")
       ->check(whole_number(1, 4096))->type_name("N")->capture_default_str();
+  cl.app().add_option("--seeds", seeds,
+                      "train each grid point N times with different train.seed values (replicates)")
+      ->type_name("N");
   cl.app().add_flag("--rerun-changed", rerun_changed,
                     "train afresh (deleting its checkpoints and results) each run whose directory holds a run of "
                     "a different recipe, instead of refusing");
@@ -152,10 +160,16 @@ int sweep_command(const Args& args) {
   CMHA_CHECK(!axes.empty(), "cmha sweep needs at least one --grid KEY=V1,V2,...");
   CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
   CMHA_CHECK(!out_dir.empty(), "cmha sweep needs -o DIR for the runs and the tables");
+  if (seeds != -1) {
+    CMHA_CHECK(train::seed_axis_index(axes) < 0,
+               "--seeds and --grid train.seed=... both set the replicates: give one of them");
+    axes.push_back(train::seed_axis(seeds, train::Recipe::load(recipe_path, overrides).integer(train::kSeedKey)));
+  }
   const std::vector<train::GridPoint> points = train::expand_grid(axes);
 
-  // The x axis: given, or the last axis whose values are all numbers.
+  // The x axis: given, or the last axis whose values are all numbers (not the seeds).
   for (auto it = axes.rbegin(); x_key.empty() && it != axes.rend(); ++it) {
+    if (it->key == train::kSeedKey) continue;
     bool numeric = true;
     for (const auto& v : it->values) numeric = numeric && is_number(v);
     if (numeric) x_key = it->key;
@@ -163,6 +177,7 @@ int sweep_command(const Args& args) {
   bool x_known = x_key.empty();
   for (const auto& a : axes) x_known = x_known || a.key == x_key;
   CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys");
+  CMHA_CHECK(x_key != train::kSeedKey, "--x train.seed: the seeds are replicates, not an axis to plot against");
 
   // Every point's recipe is checked before the first run starts, so a bad value fails in seconds, not hours;
   // and so is every run directory that holds a run: of this point's recipe, or it is refused (or trained afresh).
@@ -255,9 +270,10 @@ int sweep_command(const Args& args) {
   const fs::path png = fs::path(out_dir) / "sweep.png";
   // The tables are written: a missing matplotlib costs only the picture.
   int code = 2;
+  std::vector<std::string> plot_args{csv.string(), "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()};
+  if (train::seed_axis_index(axes) >= 0) plot_args.insert(plot_args.end(), {"--replicates", train::kSeedKey});
   try {
-    code = run_plot_script(plot_script_path("plot_sweep.py"),
-                           {csv.string(), "--keys", keys, "--x", x_key, "--metric", metric, "-o", png.string()});
+    code = run_plot_script(plot_script_path("plot_sweep.py"), plot_args);
   } catch (const Error&) {
   }
   if (code != 0)
