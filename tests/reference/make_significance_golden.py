@@ -20,7 +20,9 @@ It writes
   results.json          for each test: the full-precision scores, bootstrap
                         means, 95 % half-widths and p-values (sacreBLEU's own
                         functions), and "cli": its command lines with their
-                        exact standard output and exit status
+                        exact standard output and exit status; "accuracy":
+                        cmha eval's bootstrap interval of top-1 on a fixed
+                        0/1 vector, and exact McNemar p-values
 The numpy version is recorded: under numpy 2 (NEP 50) sacreBLEU computes
 resampled chrF in float32 (its statistics are float32 arrays), under numpy 1
 in float64.
@@ -102,6 +104,27 @@ def rng_streams():
     return out
 
 
+def accuracy_tests():
+    """A classifier's top-1 bootstrap interval as cmha eval draws it (the
+    images resampled like sacreBLEU's segments) and exact McNemar p-values
+    (math.comb, exact rationals)."""
+    from fractions import Fraction
+    from math import comb
+    correct = np.array([1 if (i * 7) % 10 < 8 else 0 for i in range(300)], dtype=np.int64)
+    g = np.random.default_rng(12345)
+    idxs = g.choice(len(correct), size=(1000, len(correct)), replace=True)
+    top1s = np.sort(100.0 * correct[idxs].sum(1) / len(correct))
+    out = {"correct": [int(x) for x in correct], "top1": 100.0 * correct.sum() / len(correct),
+           "low": float(top1s[1000 // 40]), "high": float(top1s[1000 - 1000 // 40 - 1])}
+    mcnemar = []
+    for b, c in ((0, 0), (3, 0), (10, 12), (40, 20), (7, 30), (500, 560), (0, 9)):
+        n, k = b + c, min(b, c)
+        p = 1.0 if n == 0 else float(min(Fraction(1), 2 * sum(Fraction(comb(n, j), 2 ** n) for j in range(k + 1))))
+        mcnemar.append({"only_a": b, "only_b": c, "p_value": p})
+    out["mcnemar"] = mcnemar
+    return out
+
+
 def plain(x):
     return None if x is None else float(x)
 
@@ -168,6 +191,7 @@ def main():
         "case2_ar": api_results(c2_sys, c2_refs, "ar"),
         "case1_confidence": confidence_results(c1_sys[0][1], c1_ref),
         "case2_confidence": confidence_results(c2_sys[1][1], c2_refs),
+        "accuracy": accuracy_tests(),
     }
     c1 = [g + "case1.ref.de", "-i", g + "case1.hyp.de", "case1.sys2.de", g + "case1.ref2.de"]
     c2 = [g + "case2.ref", g + "case2.ref2", "-i", g + "case2.hyp", "case2.sys2"]

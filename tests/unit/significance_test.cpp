@@ -13,6 +13,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "eval/accuracy_tests.h"
 #include "eval/metric_score.h"
 #include "eval/numpy_random.h"
 #include "eval/significance.h"
@@ -285,4 +286,40 @@ TEST(Significance, IdenticalSystemsGetTheSmallestPValueAsInSacrebleu) {
     EXPECT_EQ(*r[1][0].p_value, 1.0 / 201) << bs;
     EXPECT_EQ(r[1][0].score.score, r[0][0].score.score);
   }
+}
+
+TEST(AccuracyTests, BootstrapIntervalOfTopOneDrawsNumpysResamples) {
+  const nlohmann::json g = load("results.json").at("accuracy");
+  std::vector<uint8_t> correct;
+  for (const auto& v : g.at("correct")) correct.push_back(static_cast<uint8_t>(v.get<int>()));
+  const AccuracyInterval ci = bootstrap_top1(correct);
+  EXPECT_EQ(ci.top1, g.at("top1").get<double>());
+  EXPECT_EQ(ci.low, g.at("low").get<double>());
+  EXPECT_EQ(ci.high, g.at("high").get<double>());
+  EXPECT_LT(ci.low, ci.top1);
+  EXPECT_GT(ci.high, ci.top1);
+  EXPECT_NEAR(ci.mean, ci.top1, 0.5);
+  EXPECT_NE(error_of([] { bootstrap_top1({}); }).find("at least one image"), std::string::npos);
+}
+
+TEST(AccuracyTests, ExactMcNemarIsTheBinomialTestOnTheDiscordantImages) {
+  for (const auto& c : load("results.json").at("accuracy").at("mcnemar")) {
+    const int64_t only_a = c.at("only_a").get<int64_t>(), only_b = c.at("only_b").get<int64_t>();
+    // Images each classifier gets right: 5 both, then the discordant ones, 2 neither.
+    std::vector<uint8_t> a(5, 1), b(5, 1);
+    a.insert(a.end(), static_cast<size_t>(only_a), 1);
+    b.insert(b.end(), static_cast<size_t>(only_a), 0);
+    a.insert(a.end(), static_cast<size_t>(only_b), 0);
+    b.insert(b.end(), static_cast<size_t>(only_b), 1);
+    a.insert(a.end(), 2, 0);
+    b.insert(b.end(), 2, 0);
+    const McNemarTest t = mcnemar_exact(a, b);
+    EXPECT_EQ(t.both, 5);
+    EXPECT_EQ(t.neither, 2);
+    EXPECT_EQ(t.only_a, only_a);
+    EXPECT_EQ(t.only_b, only_b);
+    EXPECT_NEAR(t.p_value, c.at("p_value").get<double>(), 1e-12 + 1e-9 * c.at("p_value").get<double>())
+        << only_a << " " << only_b;
+  }
+  EXPECT_NE(error_of([] { mcnemar_exact({1, 0}, {1}); }).find("the same images: 2 and 1 results"), std::string::npos);
 }
