@@ -214,7 +214,7 @@ std::string BleuScore::verbose() const {
   return out;
 }
 
-MetricScore BleuScore::result() const { return {"BLEU", score, signature, verbose()}; }
+MetricScore BleuScore::result() const { return {"BLEU", score, signature, verbose(), std::nullopt, std::nullopt}; }
 
 std::vector<BleuSegmentStats> bleu_segment_stats(const std::vector<std::string>& hyps,
                                                  const std::vector<std::vector<std::string>>& ref_streams,

@@ -39,7 +39,7 @@ struct ChrfScore {
   std::string name;       // "chrF2", "chrF2++"
   std::string signature;  // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:..."
 
-  MetricScore result() const { return {name, score, signature, ""}; }
+  MetricScore result() const { return {name, score, signature, "", std::nullopt, std::nullopt}; }
 };
 
 // Corpus chrF of UTF-8 hypotheses against reference streams, each as long as

@@ -7,6 +7,7 @@
 // and `--paired-ar` give sacreBLEU's means, intervals and p-values exactly.
 // (numpy/random/bit_generator.pyx, _pcg64.pyx, src/pcg64/pcg64.h,
 // src/distributions/distributions.c.)
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
