@@ -143,7 +143,7 @@ int sweep_command(const Args& args) {
       ->check(whole_number(1, 4096))->type_name("N")->capture_default_str();
   cl.app().add_option("--seeds", seeds,
                       "train each grid point N times with different train.seed values (replicates)")
-      ->type_name("N");
+      ->check(whole_number(1, 1000))->type_name("N");
   cl.app().add_flag("--rerun-changed", rerun_changed,
                     "train afresh (deleting its checkpoints and results) each run whose directory holds a run of "
                     "a different recipe, instead of refusing");

@@ -231,7 +231,8 @@ TEST(SweepCli, ArgumentErrors) {
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d --jobs 0", "--jobs");
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d --x model.d_model", "--x model.d_model is not one of the --grid keys");
   code_and("/nonexistent.yaml --grid model.depth=1 --metric top1 -o d", "/nonexistent.yaml");
-  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --seeds 0", "--seeds needs a number of replicates of 1 or more, got 0");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --seeds 0", "--seeds");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --seeds 0", "from 1 to 1000, not '0'");
   code_and("r.yaml --grid train.seed=1,2 --metric top1 -o d --seeds 2", "--seeds and --grid train.seed=... both");
   EXPECT_EQ(test::run_cmha("sweep --help").code, 0);
 }
