@@ -23,7 +23,8 @@ openmpi-bin libopenmpi-dev"
 PACKAGES="$PACKAGES libjpeg62-turbo-dev libpng-dev"  # image decoding (framework/data/image.cpp)
 PACKAGES="$PACKAGES liblapacke-dev libopenblas-openmp-dev"  # LAPACK/BLAS of framework/compress/dense_linalg.cpp
 PACKAGES="$PACKAGES libcli11-dev"  # the argument parser of every subcommand (framework/cli/command_line.h)
-PACKAGES="$PACKAGES libgloo-dev"  # CPU ranks under torchrun-style variables (framework/dist/gloo_communicator.cpp)
+PACKAGES="$PACKAGES ccache"  # a rebuild (another build tree, a second clone) reuses every unchanged object
+PACKAGES="$PACKAGES libgloo-dev"  # CPU ranks under torchrun-style variables (framework/distributed/gloo_communicator.cpp)
 
 say() { printf 'install.sh: %s\n' "$*"; }
 fail() {

@@ -6,7 +6,8 @@
 // device, calls one entry of this table and records its backward:
 //
 //   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-//   CMHA_KERNEL(x.device(), softmax.forward)(x, y, dim, /*log=*/false);
+//   const backend::SoftmaxGeometry g = softmax_geometry(x, dim);  // x as [outer, n, inner]
+//   CMHA_KERNEL(x.device(), softmax.forward)(x, y, g, /*log=*/false);
 //
 // backend/cpu/ fills the CPU table (oneDNN + OpenMP), backend/cuda/ the CUDA
 // one. An entry a device leaves empty is an error naming the kernel and the

@@ -2,8 +2,9 @@
 #include <cstdio>
 
 #include "cli/command_line.h"
+#include "run/average.h"
+#include "run/run_dir.h"
 #include "tensor/error.h"
-#include "train/average.h"
 
 namespace cmha::cli {
 
@@ -25,12 +26,12 @@ int average_command(const Args& args) {
   if (last > 0) {
     CMHA_CHECK(inputs.size() == 1, "cmha average --last N takes one run directory");
     const std::string run_dir = inputs[0];
-    inputs = train::last_checkpoints(run_dir, static_cast<int>(last));
+    inputs = run::last_checkpoints(run_dir, static_cast<int>(last));
     if (out.empty()) out = run_dir + "/checkpoint_avg_last" + std::to_string(last) + ".safetensors";
   }
   CMHA_CHECK(!inputs.empty(), "cmha average needs checkpoints (try 'cmha average --help')");
   CMHA_CHECK(!out.empty(), "cmha average needs -o OUT");
-  train::save_checkpoint(out, train::average_checkpoints(inputs));
+  run::save_checkpoint(out, run::average_checkpoints(inputs));
   std::printf("averaged %zu checkpoints into %s\n", inputs.size(), out.c_str());
   return 0;
 }

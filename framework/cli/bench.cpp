@@ -2,10 +2,10 @@
 #include <cstdio>
 
 #include "cli/command_line.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
+#include "run/device.h"
 #include "tensor/error.h"
 #include "train/bench.h"
-#include "train/device.h"
 
 namespace cmha::cli {
 
@@ -50,12 +50,12 @@ int bench_command(const Args& args) {
   std::vector<std::string> overrides = given.overrides;
   if (!device.empty()) overrides.push_back("train.device=" + device);
   if (recipe_path.empty()) throw Error("cmha bench needs a recipe file (try 'cmha bench --help')");
-  const train::Recipe recipe = train::Recipe::load(recipe_path, overrides);
+  const run::Recipe recipe = run::Recipe::load(recipe_path, overrides);
   const int t = threads >= 0 ? static_cast<int>(threads) : static_cast<int>(recipe.integer("train.threads"));
-  train::recipe_device(recipe);
-  const auto comm = dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment(),
-                              train::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
-  return dist::run_or_abort(*comm, [&] {
+  run::recipe_device(recipe);
+  const auto comm = distributed::make_communicator(recipe.string("train.dist_backend"), distributed::launch_from_environment(),
+                              run::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
+  return distributed::run_or_abort(*comm, [&] {
     const train::BenchResult r =
         train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm, profile);
     if (comm->is_main()) std::fprintf(stderr, "%s", r.attention_paths_report.c_str());

@@ -154,7 +154,7 @@ CLI::Validator whole_number(long long min, long long max) {
 }
 
 CLI::Validator number(double min, double max) {
-  const bool bounded = max < train::kUnbounded;
+  const bool bounded = max < run::kUnbounded;
   const std::string range = bounded ? "from " + number_text(min) + " to " + number_text(max)
                                     : "of at least " + number_text(min);
   return CLI::Validator(

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "train/options.h"
+#include "run/options.h"
 
 namespace cmha::cli {
 
@@ -63,7 +63,7 @@ FileAndOverrides split_overrides(const std::vector<std::string>& positionals, co
 // prints an unbounded maximum (train::kUnbounded) with all its 301 digits.
 CLI::Validator whole_number(long long min, long long max);
 // A finite number in [min, max]; max train::kUnbounded: no upper bound.
-CLI::Validator number(double min, double max = train::kUnbounded);
+CLI::Validator number(double min, double max = run::kUnbounded);
 CLI::Validator one_of(std::vector<std::string> choices);
 
 }  // namespace cmha::cli

@@ -10,9 +10,9 @@
 #include "cli/command_line.h"
 #include "compress/convert_attention.h"
 #include "nn/attention/registry.h"
+#include "run/finetune_recipe.h"
+#include "run/options.h"
 #include "tensor/error.h"
-#include "train/finetune_recipe.h"
-#include "train/options.h"
 
 namespace cmha::cli {
 
@@ -85,18 +85,18 @@ int compress_command(const Args& args) {
   CMHA_CHECK(!input.empty(), "cmha compress needs a checkpoint (try 'cmha compress --help')");
   CMHA_CHECK(opt.shared_dim > 0, "cmha compress needs --key-dim D");
   CMHA_CHECK(!out.empty(), "cmha compress needs -o OUT");
-  const train::Checkpoint in = train::load_checkpoint(input);
+  const run::Checkpoint in = run::load_checkpoint(input);
   std::printf("%-32s %6s %6s %9s %10s %8s\n", "layer", "D_k", "D~k", "CP-ALS", "rel.error", "seconds");
   const auto began = std::chrono::steady_clock::now();  // wall: layers run side by side
-  const train::Checkpoint result = compress::compress_checkpoint(in, input, opt, [&](const compress::LayerReport& l) {
+  const run::Checkpoint result = compress::compress_checkpoint(in, input, opt, [&](const compress::LayerReport& l) {
     const std::string how = l.exact ? "exact" : std::to_string(l.iterations) + " it";
     std::printf("%-32s %6lld %6lld %9s %10.3e %8.2f\n", l.prefix.c_str(), static_cast<long long>(l.key_dim),
                 static_cast<long long>(l.shared_dim), how.c_str(), l.error, l.seconds);
     std::fflush(stdout);
   });
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  train::save_checkpoint(out, result);
-  const std::string recipe_out = train::write_finetune_recipe(out, result.recipe);
+  run::save_checkpoint(out, result);
+  const std::string recipe_out = run::write_finetune_recipe(out, result.recipe);
   int64_t before = 0, after = 0;
   for (const auto& [n, t] : in.weights) before += t.numel();
   for (const auto& [n, t] : result.weights) after += t.numel();

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "cli/command_line.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
+#include "run/device.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
-#include "train/device.h"
 
 namespace cmha::cli {
 
@@ -30,13 +30,13 @@ const char* kDistCheckDescription =
     "nccl-tests reports it). Exit 0 when every check holds, 1 when one fails.\n";
 
 // "host | rank r | local l of L | device" of this rank.
-std::string where_am_i(const dist::Communicator& comm) {
+std::string where_am_i(const distributed::Communicator& comm) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   const int gpus = cuda_device_count();
   const std::string device =
       gpus == 0 ? "cpu (no GPU visible)"
-                : (comm.local_rank() < gpus ? train::describe_device(Device::cuda(comm.local_rank()))
+                : (comm.local_rank() < gpus ? run::describe_device(Device::cuda(comm.local_rank()))
                                             : "cpu: local rank " + std::to_string(comm.local_rank()) + " has no GPU (" +
                                                   std::to_string(gpus) + " visible)");
   return std::string(host) + "\t" + std::to_string(comm.rank()) + "\t" + std::to_string(comm.local_rank()) + "/" +
@@ -52,7 +52,7 @@ struct SizeResult {
   bool all_reduce_ok = false, broadcast_ok = false;
 };
 
-SizeResult check_size(dist::Communicator& comm, size_t bytes, int iterations) {
+SizeResult check_size(distributed::Communicator& comm, size_t bytes, int iterations) {
   const size_t n = bytes / sizeof(float);
   const int world = comm.size();
   std::vector<float> buf(n);
@@ -60,7 +60,7 @@ SizeResult check_size(dist::Communicator& comm, size_t bytes, int iterations) {
   r.bytes = bytes;
   // Correctness first: Σ_r (r + 1 + i%7) = n(n+1)/2 + world·(i%7), exactly.
   for (size_t i = 0; i < n; ++i) buf[i] = value_of(comm.rank(), i);
-  comm.all_reduce(buf.data(), n, dist::ReduceOp::sum);
+  comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
   const float base = static_cast<float>(world) * static_cast<float>(world + 1) / 2.0f;
   bool ok = true;
   for (size_t i = 0; i < n && ok; ++i) ok = buf[i] == base + static_cast<float>(world) * static_cast<float>(i % 7);
@@ -70,16 +70,16 @@ SizeResult check_size(dist::Communicator& comm, size_t bytes, int iterations) {
   for (size_t i = 0; i < n && bok; ++i) bok = buf[i] == value_of(0, i);
   // Every rank's verdict, so rank 0 can say which one failed.
   double flags[2] = {ok ? 0.0 : 1.0, bok ? 0.0 : 1.0};
-  comm.all_reduce(flags, 2, dist::ReduceOp::sum);
+  comm.all_reduce(flags, 2, distributed::ReduceOp::sum);
   r.all_reduce_ok = flags[0] == 0.0;
   r.broadcast_ok = flags[1] == 0.0;
   // Then speed: the median of `iterations` all-reduces after one warm-up.
   std::vector<double> times;
-  comm.all_reduce(buf.data(), n, dist::ReduceOp::sum);
+  comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
   for (int k = 0; k < iterations; ++k) {
     comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    comm.all_reduce(buf.data(), n, dist::ReduceOp::sum);
+    comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
     // After the barrier every rank starts together; an all-reduce ends on a
     // rank only once every rank's data has reached it.
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -111,9 +111,9 @@ int dist_check_command(const Args& args) {
   cl.app().add_option("--iterations", iterations, "timed all-reduces per size (the median is shown)")
       ->check(whole_number(1, 100000))->type_name("N")->capture_default_str();
   if (!cl.parse(args)) return 0;
-  const dist::Launch launch = dist::launch_from_environment();
-  const auto comm = dist::make_communicator(backend, launch);
-  return dist::run_or_abort(*comm, [&] {
+  const distributed::Launch launch = distributed::launch_from_environment();
+  const auto comm = distributed::make_communicator(backend, launch);
+  return distributed::run_or_abort(*comm, [&] {
     const std::vector<std::string> ranks = comm->all_gather_bytes(where_am_i(*comm));
     const bool main = comm->is_main();
     if (main) {

@@ -18,10 +18,10 @@
 #include "eval/accuracy_tests.h"
 #include "data/image_loader.h"
 #include "tensor/error.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 #include "train/image_pipeline.h"
 #include "train/image_task.h"
-#include "train/model_config.h"
+#include "run/model_config.h"
 
 namespace cmha::cli {
 namespace {
@@ -41,30 +41,30 @@ const char* kEvalDescription =
     "binomial test on the images exactly one of them classifies right.\n";
 
 struct LoadedClassifier {
-  train::Recipe recipe;
+  run::Recipe recipe;
   std::unique_ptr<nn::VisionTransformer> model;
 };
 
 // The model of an image-classifier checkpoint, its recipe with `overrides`.
 LoadedClassifier load_classifier(const std::string& path, const std::vector<std::string>& overrides, bool ema) {
   CMHA_CHECK(std::filesystem::exists(path), "checkpoint '" + path + "' does not exist");  // the loader names a directory
-  const train::Checkpoint ckpt = train::load_checkpoint(path);
+  const run::Checkpoint ckpt = run::load_checkpoint(path);
   // The model first: image data.* overrides on a translation model's recipe would be refused for that less clearly.
-  const std::string task = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)").string("train.task");
+  const std::string task = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)").string("train.task");
   CMHA_CHECK(task != "translation", "checkpoint '" + path +
                                         "' is a translation model; score it with 'cmha translate' and 'cmha bleu'");
-  train::Recipe recipe = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)", overrides);
+  run::Recipe recipe = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)", overrides);
   CMHA_CHECK(task == "image_classification" && recipe.string("model.kind") == "vit",
              "checkpoint '" + path + "' is a " + recipe.string("model.kind") + " for " + task +
                  ", not an image classifier (model.kind vit)");
   CMHA_CHECK(!ema || !ckpt.ema.empty(),
              "checkpoint '" + path + "' holds no EMA weights (the run had train.ema_decay 0); drop --ema");
-  const nn::VitConfig cfg = train::vit_config(recipe);
+  const nn::VitConfig cfg = run::vit_config(recipe);
   Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
   auto model = std::make_unique<nn::VisionTransformer>(cfg, init_gen);
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model->named_parameters()) params.emplace(name, p);
-  train::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
+  run::restore_weights(path, ema ? ckpt.ema : ckpt.weights, params);
   return {std::move(recipe), std::move(model)};
 }
 
@@ -105,10 +105,10 @@ int eval_command(const Args& args) {
   CMHA_CHECK(!paths.empty(), "cmha eval needs a checkpoint (try 'cmha eval --help')");
   const std::string& path = paths[0];
   LoadedClassifier a = load_classifier(path, overrides, ema);
-  const train::Recipe& recipe = a.recipe;
+  const run::Recipe& recipe = a.recipe;
   const long long t = threads > 0 ? threads : recipe.integer("train.threads");
   if (t > 0) omp_set_num_threads(static_cast<int>(t));
-  const nn::VitConfig cfg = train::vit_config(recipe);
+  const nn::VitConfig cfg = run::vit_config(recipe);
 
   std::shared_ptr<const data::ImageDataset> dataset;
   std::string data_name;
@@ -146,7 +146,7 @@ int eval_command(const Args& args) {
   std::optional<eval::McNemarTest> mc;
   if (paths.size() == 2) {
     LoadedClassifier b = load_classifier(paths[1], {}, ema);
-    const nn::VitConfig cb = train::vit_config(b.recipe);
+    const nn::VitConfig cb = run::vit_config(b.recipe);
     CMHA_CHECK(cb.num_classes == cfg.num_classes && cb.image_size == cfg.image_size && cb.channels == cfg.channels,
                "checkpoint '" + paths[1] + "' classifies other images than '" + path + "' (" +
                    std::to_string(cb.num_classes) + " classes of " + std::to_string(cb.image_size) + " px, " +

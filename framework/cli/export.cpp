@@ -6,9 +6,10 @@
 #include <fstream>
 
 #include "cli/command_line.h"
+#include "interop/import_export.h"
 #include "tensor/error.h"
 #include "tensor/safetensors.h"
-#include "train/interop.h"
+#include "tensor/atomic_file.h"
 
 namespace cmha::cli {
 
@@ -16,7 +17,7 @@ int export_command(const Args& args) {
   std::vector<std::string> positional;
   std::string out, dtype = "f32";
   bool weights_only = false;
-  train::ExportOptions opt;
+  interop::ExportOptions opt;
   CommandLine cl("export",
                  "Writes a checkpoint's weights as a safetensors state dict in another framework's names, for\n"
                  "PyTorch: the model's weights only (no optimiser or EMA state). Importing a file and exporting it\n"
@@ -40,8 +41,8 @@ int export_command(const Args& args) {
   const std::string format = positional.size() == 2 ? positional[0] : "cmha";
   const std::string input = positional.back();
   opt.dtype = dtype == "f16" ? DType::f16 : dtype == "bf16" ? DType::bf16 : DType::f32;
-  const train::Checkpoint c = train::load_checkpoint(input);
-  const train::ExportResult r = train::export_checkpoint(format, c, input, opt);
+  const run::Checkpoint c = run::load_checkpoint(input);
+  const interop::ExportResult r = interop::export_checkpoint(format, c, input, opt);
   const std::filesystem::path dir = std::filesystem::path(out).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);  // Hugging Face's DIR/model.safetensors
   save_safetensors(out, r.tensors, r.metadata);
@@ -50,9 +51,7 @@ int export_command(const Args& args) {
               r.tensors.size(), names.c_str(), dtype.c_str(), opt.ema ? "EMA" : "model's");
   for (const auto& [name, text] : r.side_files) {
     const std::string path = (std::filesystem::path(out).parent_path() / name).string();
-    std::ofstream f(path);
-    f << text;
-    CMHA_CHECK(f.good(), "cannot write '" + path + "'");
+    write_file_atomically(path, text);
     std::printf("wrote %s\n", path.c_str());
   }
   for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());

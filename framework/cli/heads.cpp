@@ -36,7 +36,7 @@ int heads_command(const Args& args) {
   if (!cl.parse(args)) return 0;
   const bool plot = !no_plot;
   CMHA_CHECK(!input.empty(), "cmha heads needs a checkpoint (try 'cmha heads --help')");
-  const auto layers = compress::checkpoint_head_energy(train::load_checkpoint(input), input);
+  const auto layers = compress::checkpoint_head_energy(run::load_checkpoint(input), input);
 
   std::printf("%-32s %-13s %5s %6s   %-11s %-11s %-11s\n", "layer", "type", "heads", "D_k", "W_Q 90/95%",
               "W_K 90/95%", "W_QW_K^T 90/95%");

@@ -4,15 +4,15 @@
 #include <cstdio>
 
 #include "cli/command_line.h"
+#include "interop/import_export.h"
+#include "run/finetune_recipe.h"
 #include "tensor/error.h"
-#include "train/finetune_recipe.h"
-#include "train/interop.h"
 
 namespace cmha::cli {
 
 int import_command(const Args& args) {
   std::string format, input, out;
-  train::ImportOptions opt;
+  interop::ImportOptions opt;
   bool no_scale_embedding = false;
   CommandLine cl("import",
                  "Reads another framework's state dict (a safetensors file) into a cmha checkpoint: the model's\n"
@@ -23,7 +23,7 @@ int import_command(const Args& args) {
                  "  cmha import hf-vit vit-base/model.safetensors -o vit.safetensors\n"
                  "  cmha import fairseq wmt_en_de.safetensors --heads 8 -o transformer.safetensors");
   cl.app().add_option("format", format, "timm (ViT, DeiT), hf-vit (Hugging Face ViT, DeiT) or fairseq (transformer)")
-      ->required()->check(one_of(train::interop_formats()))->type_name("FORMAT");
+      ->required()->check(one_of(interop::interop_formats()))->type_name("FORMAT");
   cl.app().add_option("file", input, "the state dict, as safetensors")->required()->type_name("FILE");
   cl.app().add_option("-o,--output", out, "the cmha checkpoint to write")->required()->type_name("OUT");
   cl.app().add_option("--heads", opt.heads, "attention heads (when neither a model name nor config.json says)")
@@ -41,7 +41,7 @@ int import_command(const Args& args) {
              "--activation and --no-scale-embedding are settings of fairseq models, not of " + format + " ones");
   CMHA_CHECK(format == "hf-vit" || opt.config_path.empty(), "--config is Hugging Face's config.json, for hf-vit only");
   opt.scale_embedding = !no_scale_embedding;
-  const train::ImportResult r = train::import_checkpoint(format, input, opt);
+  const interop::ImportResult r = interop::import_checkpoint(format, input, opt);
   std::printf("read %s\n", r.summary.c_str());
   for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
   if (!r.ignored.empty()) {
@@ -50,8 +50,8 @@ int import_command(const Args& args) {
     std::printf("left out %zu bookkeeping tensor%s: %s\n", r.ignored.size(), r.ignored.size() == 1 ? "" : "s",
                 names.c_str());
   }
-  train::save_checkpoint(out, r.checkpoint);
-  const std::string recipe = train::write_finetune_recipe(out, r.checkpoint.recipe);
+  run::save_checkpoint(out, r.checkpoint);
+  const std::string recipe = run::write_finetune_recipe(out, r.checkpoint.recipe);
   int64_t params = 0;
   for (const auto& [name, t] : r.checkpoint.weights) params += t.numel();
   std::printf("wrote %s (%lld parameters from %zu tensors of %s) and its recipe %s\n", out.c_str(),

@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "cli/command_line.h"
-#include "train/device.h"
 #include "nn/attention/registry.h"
+#include "run/checkpoint.h"
+#include "run/device.h"
+#include "run/model_config.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
 #endif
@@ -46,7 +46,7 @@ void print_devices() {
   const char* none = " (this cmha was built without CUDA)";
 #endif
   std::printf("cuda: %d device%s%s\n", gpus, gpus == 1 ? "" : "s", gpus == 0 ? none : "");
-  for (int i = 0; i < gpus; ++i) std::printf("  %s\n", train::describe_device(Device::cuda(i)).c_str());
+  for (int i = 0; i < gpus; ++i) std::printf("  %s\n", run::describe_device(Device::cuda(i)).c_str());
 }
 
 // Every tensor the file stores, under its name there ("ema.<name>", "optimizer.<state>.<name>").
@@ -54,7 +54,7 @@ struct StoredTensor {
   std::string name, dtype;
   std::vector<int64_t> shape;
 };
-std::vector<StoredTensor> stored_tensors(const train::Checkpoint& c) {
+std::vector<StoredTensor> stored_tensors(const run::Checkpoint& c) {
   std::vector<StoredTensor> out;
   auto add = [&](const std::map<std::string, Tensor>& group, const std::string& prefix) {
     for (const auto& [name, t] : group) out.push_back({prefix + name, dtype_name(t.dtype()), t.shape()});
@@ -72,7 +72,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 // One line a tensor: name, shape, dtype, in aligned columns.
-void print_tensors(const train::Checkpoint& c) {
+void print_tensors(const run::Checkpoint& c) {
   const std::vector<StoredTensor> tensors = stored_tensors(c);
   size_t name_width = 4, shape_width = 5;
   for (const auto& t : tensors) {
@@ -85,14 +85,14 @@ void print_tensors(const train::Checkpoint& c) {
                 shape_text(t.shape).c_str(), t.dtype.c_str());
 }
 
-int64_t parameter_count(const train::Checkpoint& c) {
+int64_t parameter_count(const run::Checkpoint& c) {
   int64_t params = 0;
   for (const auto& [name, t] : c.weights) params += t.numel();
   return params;
 }
 
 // The summary print_checkpoint shows, as JSON (in that order); the recipe typed as its keys are.
-nlohmann::ordered_json checkpoint_json(const std::string& path, const train::Checkpoint& c, const train::Recipe& r,
+nlohmann::ordered_json checkpoint_json(const std::string& path, const run::Checkpoint& c, const run::Recipe& r,
                                        bool tensors) {
   using Json = nlohmann::ordered_json;
   const Json recipe = r.to_json();
@@ -117,13 +117,13 @@ nlohmann::ordered_json checkpoint_json(const std::string& path, const train::Che
   return j;
 }
 
-void print_checkpoint(const std::string& path, const train::Checkpoint& c, const train::Recipe& r) {
+void print_checkpoint(const std::string& path, const run::Checkpoint& c, const run::Recipe& r) {
   std::printf("checkpoint: %s\n", path.c_str());
   std::printf("model: %s, d_model %lld, %lld parameters in %zu tensors\n", r.string("model.kind").c_str(),
               static_cast<long long>(r.integer("model.d_model")), static_cast<long long>(parameter_count(c)),
               c.weights.size());
   for (const nn::AttentionPlace& place : nn::attention_places(r.string("model.kind"))) {
-    const auto a = train::attention_config(r, "model." + place.name);
+    const auto a = run::attention_config(r, "model." + place.name);
     const nn::AttentionType* type = nn::find_attention_type(a.type);
     const std::string note = a.key_dim == 0 ? " (= d_model)"
                              : type && !type->key_dim_note.empty() ? " (" + type->key_dim_note + ")"
@@ -162,8 +162,8 @@ int info_command(const Args& args) {
   CMHA_CHECK(!checkpoint.empty() || !(tensors || json),
              std::string("cmha info ") + (json ? "--json" : "--tensors") + " describes a checkpoint: give one");
   if (!checkpoint.empty()) {
-    const train::Checkpoint c = train::load_checkpoint(checkpoint);
-    const train::Recipe r = train::Recipe::parse_stored(c.recipe, checkpoint + " (recipe)");
+    const run::Checkpoint c = run::load_checkpoint(checkpoint);
+    const run::Recipe r = run::Recipe::parse_stored(c.recipe, checkpoint + " (recipe)");
     if (json) std::printf("%s\n", checkpoint_json(checkpoint, c, r, tensors).dump(2).c_str());
     else if (tensors) print_tensors(c);
     else print_checkpoint(checkpoint, c, r);

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-# Names of older metrics.jsonl rows → today's (train/metrics_log.h).
+# Names of older metrics.jsonl rows → today's (run/metrics_log.h).
 RENAMED = {"accuracy": "top1"}
 THROUGHPUT = {"tokens_per_s": "token", "samples_per_s": "sample", "units_per_s": None}
 

@@ -9,8 +9,8 @@
 
 #include "cli/command_line.h"
 #include "data/text_corpus.h"
+#include "eval/translator.h"
 #include "tensor/error.h"
-#include "train/translator.h"
 
 namespace cmha::cli {
 
@@ -24,7 +24,7 @@ const char* kScoreDescription =
 
 int score_command(const Args& args) {
   std::string checkpoint, src_path, tgt_path;
-  train::TranslatorOptions opt;
+  eval::TranslatorOptions opt;
   long long threads = 0;
   CommandLine cl("score", kScoreDescription);
   cl.app().add_option("checkpoint", checkpoint, "the translation checkpoint")->type_name("CKPT");
@@ -50,7 +50,7 @@ int score_command(const Args& args) {
   CMHA_CHECK(sources.size() == targets.size(), "source file '" + src_path + "' has " + std::to_string(sources.size()) +
                                                    " lines but target file '" + tgt_path + "' has " +
                                                    std::to_string(targets.size()));
-  train::Translator translator(checkpoint, opt);
+  eval::Translator translator(checkpoint, opt);
   std::vector<int64_t> lengths;
   const std::vector<double> logprob = translator.score(sources, targets, &lengths, "source file '" + src_path + "'",
                                                       "target file '" + tgt_path + "'");

@@ -1,26 +1,16 @@
 // cmha train [RECIPE] [--resume | --overwrite] [--dump-config] [--threads T] [key.path=value ...]
-#include <omp.h>
-
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "cli/command_line.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
+#include "run/device.h"
+#include "run/options.h"
+#include "run/run_dir.h"
 #include "tensor/error.h"
-#include "train/device.h"
-#include "train/model_config.h"
-#include "train/image_task.h"
-#include "train/options.h"
-#include "train/progress.h"
-#include "train/run_dir.h"
-#include "train/run_results.h"
-#include "train/trainer.h"
-#include "train/translation_task.h"
+#include "train/training_run.h"
 
 namespace cmha::cli {
 namespace {
@@ -42,8 +32,8 @@ const char* kTrainDescription =
     "Temporaries of saves killed mid-write (*.tmp.PID of a dead PID) are removed.\n";
 
 // "a string, relu" and the choices: what a key takes, for --help.
-std::string key_values(const train::OptionSpec& spec) {
-  std::string out = train::option_type_name(spec.type);
+std::string key_values(const run::OptionSpec& spec) {
+  std::string out = run::option_type_name(spec.type);
   if (!spec.choices.empty()) {
     out = "one of";
     for (size_t i = 0; i < spec.choices.size(); ++i) out += (i == 0 ? " " : "|") + spec.choices[i];
@@ -54,28 +44,25 @@ std::string key_values(const train::OptionSpec& spec) {
 // Every key of the registry: what it takes, its default, whom it is for, its help.
 void print_keys() {
   std::printf("\nrecipe keys (values, default: help [the models and tasks that read it, when not all]):\n");
-  for (const auto& spec : train::option_registry()) {
+  for (const auto& spec : run::option_registry()) {
     const std::string def = spec.default_value.empty() ? "inherits " + spec.inherit_from : spec.default_value;
-    const std::string who = train::option_applies_to(spec);
+    const std::string who = run::option_applies_to(spec);
     std::printf("  %-36s %s, %s: %s%s\n", spec.path.c_str(), key_values(spec).c_str(), def.c_str(), spec.help.c_str(),
                 who.empty() ? "" : (" [" + who + "]").c_str());
   }
 }
 
 // The keys `recipe` reads, with their resolved values and where each was set.
-void print_resolved_keys(const train::Recipe& recipe, const std::string& name) {
+void print_resolved_keys(const run::Recipe& recipe, const std::string& name) {
   std::printf("\nrecipe keys of %s (model.kind %s, train.task %s), resolved (value  help  [where set]):\n", name.c_str(),
               recipe.string("model.kind").c_str(), recipe.string("train.task").c_str());
-  for (const auto& spec : train::option_registry()) {
+  for (const auto& spec : run::option_registry()) {
     if (!recipe.reads(spec.path)) continue;
     const std::string where = recipe.origin(spec.path);
     std::printf("  %-36s %-14s %s%s\n", spec.path.c_str(), recipe.text(spec.path).c_str(), spec.help.c_str(),
                 where == "default" ? "" : ("  [" + where + "]").c_str());
   }
 }
-
-int train_with(const train::Recipe& recipe, const std::string& recipe_path, train::RunStart start, long long threads,
-               dist::Communicator& comm);
 
 }  // namespace
 
@@ -101,107 +88,54 @@ int train_command(const Args& args) {
   const std::vector<std::string>& overrides = given.overrides;
   if (!run) {
     if (recipe_path.empty()) print_keys();
-    else print_resolved_keys(train::Recipe::load(recipe_path, overrides), recipe_path);
+    else print_resolved_keys(run::Recipe::load(recipe_path, overrides), recipe_path);
     return 0;
   }
   CMHA_CHECK(!(resume && overwrite), "--resume continues the run in train.save_dir and --overwrite "
                                      "deletes it: give one of them");
-  std::optional<train::Recipe> loaded;
+  std::optional<run::Recipe> loaded;
   if (resume && recipe_path.empty()) {
     // Continue the run's own recipe, not the built-in one it may never have used (whose keys the overrides may not fit).
     std::vector<std::string> dir_override;
     for (const std::string& o : overrides)
       if (o.rfind("train.save_dir=", 0) == 0) dir_override.push_back(o);
     const std::string dir =
-        train::Recipe::parse(default_recipe_text(), default_recipe_name(), dir_override).string("train.save_dir");
+        run::Recipe::parse(default_recipe_text(), default_recipe_name(), dir_override).string("train.save_dir");
     const std::string stored = (std::filesystem::path(dir) / "recipe.yaml").string();
     if (std::filesystem::is_regular_file(stored)) {
       recipe_path = stored;
-      loaded = train::Recipe::load_stored(recipe_path, overrides);
+      loaded = run::Recipe::load_stored(recipe_path, overrides);
     } else {
       // Only the built-in recipe's own run may resume without a recipe file.
-      const std::string own = train::Recipe::parse(default_recipe_text(), default_recipe_name(), {}).string("train.save_dir");
+      const std::string own = run::Recipe::parse(default_recipe_text(), default_recipe_name(), {}).string("train.save_dir");
       CMHA_CHECK(dir == own, "--resume without a recipe continues the run in train.save_dir '" + dir +
                                  "', but it holds no run (no " + stored + "): give the recipe too");
     }
   }
   if (!loaded)
-    loaded = recipe_path.empty() ? train::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
-                                 : train::Recipe::load(recipe_path, overrides);
-  const train::Recipe& recipe = *loaded;
-  const train::RunStart start = resume ? train::RunStart::resume
-                                       : (overwrite ? train::RunStart::overwrite : train::RunStart::fresh);
+    loaded = recipe_path.empty() ? run::Recipe::parse(default_recipe_text(), default_recipe_name(), overrides)
+                                 : run::Recipe::load(recipe_path, overrides);
+  const run::Recipe& recipe = *loaded;
+  const run::RunStart start = resume ? run::RunStart::resume
+                                       : (overwrite ? run::RunStart::overwrite : run::RunStart::fresh);
   if (dump) {
     std::fputs(recipe.dump().c_str(), stdout);
     return 0;
   }
   // Before the task: its data preparation already waits on rank 0, and a failure there must end the job.
-  const std::unique_ptr<dist::Communicator> comm_owner =
-      dist::make_communicator(recipe.string("train.dist_backend"), dist::launch_from_environment(),
-                              train::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
-  dist::Communicator& comm = *comm_owner;
-  return dist::run_or_abort(comm, [&] { return train_with(recipe, recipe_path, start, threads, comm); });
+  const std::unique_ptr<distributed::Communicator> comm_owner =
+      distributed::make_communicator(recipe.string("train.dist_backend"), distributed::launch_from_environment(),
+                              run::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
+  distributed::Communicator& comm = *comm_owner;
+  train::TrainingRunOptions options;
+  options.recipe_name = recipe_path.empty() ? std::string(default_recipe_name()) : recipe_path;
+  options.start = start;
+  options.threads = threads;
+  options.stop_requested = [] { return interrupted(); };
+  return distributed::run_or_abort(comm, [&] {
+    if (!train::run_training(recipe, options, comm)) throw Interrupted{};
+    return 0;
+  });
 }
-
-namespace {
-
-int train_with(const train::Recipe& recipe, const std::string& recipe_path, train::RunStart start, long long threads,
-               dist::Communicator& comm) {
-  // Rank 0 alone writes the run directory; it holds it until the process ends (the final evaluation included).
-  std::optional<train::RunDirLock> run_dir;
-  train::check_save_dir(recipe.string("train.save_dir"));  // every rank: a file where the run directory or a folder above it belongs
-  if (comm.is_main()) run_dir.emplace(train::claim_run_directory(recipe.string("train.save_dir"), start));
-  long long t = threads > 0 ? threads : recipe.integer("train.threads");
-  // "All cores" shared by the ranks on this machine, within the cores this rank is bound to
-  // (OpenMP's default count follows the binding; mpirun binds 2 ranks to a core each).
-  if (t == 0 && comm.local_size() > 1 && !std::getenv("OMP_NUM_THREADS"))
-    t = std::max<long long>(1, std::min<long long>(omp_get_max_threads(), std::thread::hardware_concurrency() /
-                                                                              comm.local_size()));
-  if (t > 0) omp_set_num_threads(static_cast<int>(t));
-  const Device device = train::recipe_device(recipe);  // an unusable device fails here, before any data preparation
-  train::check_schedule_before_data(recipe, comm.size());
-
-  Generator init_gen(static_cast<uint64_t>(recipe.integer("train.seed")));
-  std::unique_ptr<train::Task> task;
-  const std::string kind = recipe.string("train.task");
-  if (kind == "image_classification") {
-    CMHA_CHECK(recipe.string("model.kind") == "vit",
-               "train.task image_classification needs model.kind vit, got '" + recipe.string("model.kind") + "'");
-    task = std::make_unique<train::ImageClassificationTask>(recipe, init_gen, comm.rank(), comm.size());
-  } else {
-    CMHA_CHECK(recipe.string("model.kind") == "transformer",
-               "train.task translation needs model.kind transformer, got '" + recipe.string("model.kind") + "'");
-    task = std::make_unique<train::TranslationTask>(recipe, init_gen, comm.rank(), comm.size());
-  }
-  if (comm.is_main()) {
-    // Wrapped at its fields on a terminal, like the trainer's lines (train/progress.h).
-    const std::vector<std::string> fields = {
-        "cmha train: " + (recipe_path.empty() ? std::string(default_recipe_name()) : recipe_path),
-        recipe.string("model.kind") + ", " + std::to_string(task->model().num_parameters()) + " parameters, attention " +
-            recipe.string("model.attention.type"),
-        std::to_string(comm.size()) + " ranks × " + std::to_string(omp_get_max_threads()) + " threads",
-        "on " + train::describe_device(device),
-        "run dir " + recipe.string("train.save_dir")};
-    const size_t width = train::stderr_is_interactive() ? static_cast<size_t>(train::terminal_width() - 1) : 0;
-    for (const std::string& line : train::wrap_fields(fields, width)) std::fprintf(stderr, "%s\n", line.c_str());
-  }
-  train::TrainerHooks hooks;
-  hooks.resume = start == train::RunStart::resume;
-  hooks.stop_requested = [] { return interrupted(); };
-  train::Trainer trainer(recipe, *task, comm, hooks);
-  const train::TrainSummary s = trainer.run();  // it prints the closing summary line
-  if (s.interrupted) throw Interrupted{};
-  if (comm.is_main()) {
-    const nlohmann::json results = task->final_evaluation(recipe.string("train.save_dir"));
-    if (!results.empty()) {
-      train::write_run_results(recipe.string("train.save_dir"), results);
-      std::fprintf(stderr, "cmha train: results %s → %s\n", results.dump().c_str(),
-                   train::run_results_path(recipe.string("train.save_dir")).c_str());
-    }
-  }
-  return 0;
-}
-
-}  // namespace
 
 }  // namespace cmha::cli

@@ -11,15 +11,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/command_line.h"
 #include "data/line_reader.h"
+#include "eval/translator.h"
+#include "run/device.h"
+#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 #include "tensor/regular_file.h"
-#include "train/device.h"
-#include "train/translator.h"
 
 namespace cmha::cli {
 
@@ -43,7 +45,7 @@ const char* kDescription =
     "where ID counts the input lines from 0 and score is the ranking score above (6 decimals).";
 
 // Where the translations go: standard output, or a file written as they come
-// (through a temporary renamed at the end when it is also the input file).
+// (through an AtomicFile, committed at the end, when it is also the input file).
 class Output {
  public:
   Output(const std::string& path, const std::string& input) : path_(path) {
@@ -52,46 +54,50 @@ class Output {
       return;
     }
     std::error_code ec;
-    const bool in_place = !input.empty() && fs::exists(path, ec) && fs::equivalent(path, input, ec);
-    write_path_ = in_place ? path + ".tmp." + std::to_string(::getpid()) : path;
-    file_ = std::fopen(write_path_.c_str(), "wb");
+    if (!input.empty() && fs::exists(path, ec) && fs::equivalent(path, input, ec)) {
+      in_place_ = std::make_unique<AtomicFile>(path);
+      return;
+    }
+    file_ = std::fopen(path.c_str(), "wb");
     CMHA_CHECK(file_ != nullptr, "output file '" + path + "' cannot be written: " + std::strerror(errno));
   }
   ~Output() {
     if (file_ != nullptr && file_ != stdout) std::fclose(file_);
-    if (write_path_ != path_ && !write_path_.empty()) std::remove(write_path_.c_str());  // unfinished
   }
   Output(const Output&) = delete;
   Output& operator=(const Output&) = delete;
 
-  void write(const std::string& text) { std::fwrite(text.data(), 1, text.size(), file_); }
-  // Everything written so far reaches the reader.
+  void write(const std::string& text) {
+    if (in_place_) in_place_->write(text);
+    else std::fwrite(text.data(), 1, text.size(), file_);
+  }
+  // Everything written so far reaches the reader (an in-place output: at close()).
   void flush() {
+    if (in_place_) return;
     CMHA_CHECK(std::fflush(file_) == 0 && !std::ferror(file_),
                "writing " + name() + " failed: " + std::strerror(errno));
   }
   void close() {
+    if (in_place_) {
+      in_place_->commit();
+      return;
+    }
     flush();
     if (file_ == stdout) return;
     const bool ok = std::fclose(file_) == 0;
     file_ = nullptr;
     CMHA_CHECK(ok, "output file '" + path_ + "' could not be written completely");
-    if (write_path_ != path_) {
-      std::error_code ec;
-      fs::rename(write_path_, path_, ec);
-      CMHA_CHECK(!ec, "output file '" + path_ + "' could not be replaced: " + ec.message());
-      write_path_ = path_;
-    }
   }
 
  private:
   std::string name() const { return file_ == stdout ? "standard output" : "output file '" + path_ + "'"; }
-  std::string path_, write_path_;
+  std::string path_;
   FILE* file_ = nullptr;
+  std::unique_ptr<AtomicFile> in_place_;  // the input file, replaced only when every line is translated
 };
 
 // The translations of one part of the input: plain lines, or the n-best format.
-std::string format_part(const std::vector<std::vector<train::Translation>>& part, size_t first_line, bool nbest_format) {
+std::string format_part(const std::vector<std::vector<eval::Translation>>& part, size_t first_line, bool nbest_format) {
   std::string out;
   char score[64];
   for (size_t i = 0; i < part.size(); ++i) {
@@ -100,7 +106,7 @@ std::string format_part(const std::vector<std::vector<train::Translation>>& part
       out += '\n';
       continue;
     }
-    for (const train::Translation& t : part[i]) {
+    for (const eval::Translation& t : part[i]) {
       std::snprintf(score, sizeof score, "%.6f", t.score);
       out += std::to_string(first_line + i) + " ||| " + t.text + " ||| " + score + '\n';
     }
@@ -116,7 +122,7 @@ void stop_if_interrupted() {
 
 int translate_command(const Args& args) {
   std::string checkpoint, input, output, device = "cpu";
-  train::DecodingOverrides given;
+  eval::DecodingOverrides given;
   long long beam = 0, max_len_b = 0, max_tokens = 0, max_source_tokens = 0, nbest = 1, threads = 0, buffer = 1000;
   double lenpen = 0, max_len_a = 0;
   bool print_scores = false;
@@ -163,7 +169,7 @@ int translate_command(const Args& args) {
       ->check(whole_number(1, 4096))->type_name("T");
   if (!cl.parse(args)) return 0;
   CMHA_CHECK(!checkpoint.empty(), "cmha translate needs a checkpoint (try 'cmha translate --help')");
-  train::checked_device(device, "--device " + device);
+  run::checked_device(device, "--device " + device);
   if (beam_opt->count()) given.beam = beam;
   if (lenpen_opt->count()) given.lenpen = lenpen;
   if (max_len_a_opt->count()) given.max_len_a = max_len_a;
@@ -192,7 +198,7 @@ int translate_command(const Args& args) {
   data::LineReader reader(fd, input_name);
 
   const auto start = std::chrono::steady_clock::now();
-  train::Translator translator(checkpoint, given);
+  eval::Translator translator(checkpoint, given);
   Output out(output, from_stdin ? std::string() : input);
   stop_if_interrupted();  // from here on Ctrl-C stops between batches, or while waiting for input
   size_t lines = 0;

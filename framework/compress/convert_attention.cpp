@@ -5,8 +5,9 @@
 #include <cstdio>
 
 #include "nn/attention/registry.h"
+#include "run/model_config.h"
+#include "tensor/clock.h"
 #include "tensor/error.h"
-#include "train/model_config.h"
 
 namespace cmha::compress {
 
@@ -35,7 +36,7 @@ double concat_scale(const nn::AttentionConfig& a, int64_t d_model) {
 
 }  // namespace
 
-std::vector<AttentionPlace> attention_places(const train::Recipe& r) {
+std::vector<AttentionPlace> attention_places(const run::Recipe& r) {
   std::vector<AttentionPlace> out;
   for (const nn::AttentionPlace& p : nn::attention_places())
     if (p.model_kind == r.string("model.kind"))
@@ -43,7 +44,7 @@ std::vector<AttentionPlace> attention_places(const train::Recipe& r) {
   return out;
 }
 
-std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vector<std::string>& names) {
+std::vector<AttentionPlace> select_places(const run::Recipe& r, const std::vector<std::string>& names) {
   const std::vector<AttentionPlace> all = attention_places(r);
   std::vector<AttentionPlace> out;
   if (names.empty()) {
@@ -123,10 +124,6 @@ LayerReport write_layer(std::map<std::string, Tensor>& weights, const std::strin
   return rep;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::string& prefix, int64_t heads,
@@ -140,16 +137,16 @@ LayerReport convert_layer(std::map<std::string, Tensor>& weights, const std::str
   return write_layer(weights, prefix, x, &res, seconds_since(start));
 }
 
-train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::string& path, const CompressOptions& opt,
+run::Checkpoint compress_checkpoint(const run::Checkpoint& in, const std::string& path, const CompressOptions& opt,
                                       const std::function<void(const LayerReport&)>& on_layer) {
   CMHA_CHECK(opt.shared_dim > 0, "the shared key width D̃k must be positive, got " + std::to_string(opt.shared_dim));
-  const train::Recipe recipe = train::Recipe::parse_stored(in.recipe, path + " (recipe)");
+  const run::Recipe recipe = run::Recipe::parse_stored(in.recipe, path + " (recipe)");
   const int64_t d_model = recipe.integer("model.d_model");
-  train::Checkpoint out;
+  run::Checkpoint out;
   out.weights = in.weights;
   std::vector<std::string> overrides;
   for (const AttentionPlace& place : select_places(recipe, opt.places)) {
-    const nn::AttentionConfig a = train::attention_config(recipe, place.key());
+    const nn::AttentionConfig a = run::attention_config(recipe, place.key());
     // The place's layers to decompose go side by side (cp_als_layers); each
     // reports the seconds of its own decomposition (on its thread).
     std::vector<HeadProducts> layers;
@@ -181,7 +178,7 @@ train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::st
     // weights replace any initialisation, so only the check matters.
     if (written % a.heads != 0) overrides.push_back(place.key() + ".mixing_init=normal");
   }
-  out.recipe = train::Recipe::parse_stored(in.recipe, path + " (recipe)", overrides).dump();
+  out.recipe = run::Recipe::parse_stored(in.recipe, path + " (recipe)", overrides).dump();
   out.trainer = in.trainer;
   out.trainer["compressed_from"] = path;
   return out;

@@ -15,8 +15,8 @@
 
 #include "compress/cp_als.h"
 #include "nn/attention/registry.h"
-#include "train/checkpoint.h"
-#include "train/recipe.h"
+#include "run/checkpoint.h"
+#include "run/recipe.h"
 
 namespace cmha::compress {
 
@@ -30,12 +30,12 @@ struct AttentionPlace {
   const nn::AttentionPlace* place = nullptr;  // its registry entry
   std::string key() const { return "model." + name; }
 };
-std::vector<AttentionPlace> attention_places(const train::Recipe& r);
+std::vector<AttentionPlace> attention_places(const run::Recipe& r);
 
 // Picks places by the names a user types: "attention" (or "vit"), "encoder",
 // "decoder", "cross" (or the full names); empty = every concat place. A
 // name the model lacks, or a place that is not concat, is a cmha::Error.
-std::vector<AttentionPlace> select_places(const train::Recipe& r, const std::vector<std::string>& names);
+std::vector<AttentionPlace> select_places(const run::Recipe& r, const std::vector<std::string>& names);
 
 // What one converted layer reports.
 struct LayerReport {
@@ -63,7 +63,7 @@ struct CompressOptions {
 // scale written explicitly), the trainer state with "compressed_from", and no
 // optimiser or EMA state. A place's layers are decomposed side by side
 // (cp_als_layers); `on_layer` then hears of each, in order.
-train::Checkpoint compress_checkpoint(const train::Checkpoint& in, const std::string& path,
+run::Checkpoint compress_checkpoint(const run::Checkpoint& in, const std::string& path,
                                       const CompressOptions& opt,
                                       const std::function<void(const LayerReport&)>& on_layer = {});
 

@@ -5,8 +5,8 @@
 #include "compress/convert_attention.h"
 #include "compress/cp_als.h"
 #include "compress/dense_linalg.h"
+#include "run/model_config.h"
 #include "tensor/error.h"
-#include "train/model_config.h"
 
 namespace cmha::compress {
 
@@ -49,11 +49,11 @@ EnergyCurve energy_of_products(const Tensor& query_weight, const Tensor& key_wei
   return cumulative_energy(symmetric_eigen(unfolding_gram(x.query, x.key, heads), false).values);
 }
 
-std::vector<LayerEnergy> checkpoint_head_energy(const train::Checkpoint& ckpt, const std::string& path) {
-  const train::Recipe r = train::Recipe::parse_stored(ckpt.recipe, path + " (recipe)");
+std::vector<LayerEnergy> checkpoint_head_energy(const run::Checkpoint& ckpt, const std::string& path) {
+  const run::Recipe r = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)");
   std::vector<LayerEnergy> out;
   for (const AttentionPlace& place : attention_places(r)) {
-    const nn::AttentionConfig a = train::attention_config(r, place.key());
+    const nn::AttentionConfig a = run::attention_config(r, place.key());
     if (a.type != "concat" && a.type != "collaborative") continue;
     for (const std::string& prefix : place.prefixes) {
       LayerEnergy e;

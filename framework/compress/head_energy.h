@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 namespace cmha::compress {
 
@@ -35,6 +35,6 @@ EnergyCurve energy_of_products(const Tensor& query_weight, const Tensor& key_wei
 // Every concat or collaborative attention layer of a checkpoint (a
 // collaborative head's product is W̃_Q diag(m_i) W̃_Kᵀ); layers of other
 // types are skipped. `path` names the checkpoint in errors.
-std::vector<LayerEnergy> checkpoint_head_energy(const train::Checkpoint& ckpt, const std::string& path);
+std::vector<LayerEnergy> checkpoint_head_energy(const run::Checkpoint& ckpt, const std::string& path);
 
 }  // namespace cmha::compress

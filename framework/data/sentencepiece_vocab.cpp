@@ -13,6 +13,7 @@
 #include "data/text_corpus.h"
 #include "tensor/error.h"
 #include "tensor/rng.h"
+#include "tensor/atomic_file.h"
 
 // Exported by libsentencepiece but declared in no installed header: the
 // trainer otherwise prints a few hundred INFO lines per model.
@@ -131,13 +132,7 @@ SentencePieceVocab SentencePieceVocab::train(const std::vector<const std::string
   // Write next to the target and rename: concurrent ranks or an interrupted run never leave half a model.
   const fs::path target(path);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(serialized.data(), static_cast<std::streamsize>(serialized.size()));
-    CMHA_CHECK(out.good(), "cannot write SentencePiece model '" + tmp + "'");
-  }
-  fs::rename(tmp, target);
+  write_file_atomically(path, serialized);
   SentencePieceVocab v = load(path);
   CMHA_CHECK(v.size() == o.vocab_size, "the SentencePiece trainer made " + std::to_string(v.size()) +
                                            " pieces for '" + path + "', not the " + std::to_string(o.vocab_size) +

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "tensor/error.h"
+#include "tensor/atomic_file.h"
 
 namespace cmha::data {
 
@@ -121,9 +122,7 @@ void TokenCache::write(const std::string& path, uint64_t key, const std::vector<
   namespace fs = std::filesystem;
   const fs::path target(path);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), &std::fclose);
-  CMHA_CHECK(f, "cannot write token cache '" + tmp + "': " + std::strerror(errno));
+  AtomicFile f(path);
   Header h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = kVersion;
@@ -135,17 +134,11 @@ void TokenCache::write(const std::string& path, uint64_t key, const std::vector<
   h.total = offsets.back();
   char header[kHeaderBytes] = {};
   std::memcpy(header, &h, sizeof h);
-  bool ok = std::fwrite(header, 1, kHeaderBytes, f.get()) == kHeaderBytes;
-  ok = ok && std::fwrite(offsets.data(), 8, offsets.size(), f.get()) == offsets.size();
+  f.write(header, kHeaderBytes);
+  f.write(offsets.data(), 8 * offsets.size());
   for (const auto& s : sentences)
-    if (ok && !s.empty()) ok = std::fwrite(s.data(), 4, s.size(), f.get()) == s.size();
-  ok = std::fflush(f.get()) == 0 && ok;
-  f.reset();
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error("cannot write token cache '" + tmp + "' (disk full?)");
-  }
-  fs::rename(tmp, target);
+    if (!s.empty()) f.write(s.data(), 4 * s.size());
+  f.commit();
 }
 
 }  // namespace cmha::data

@@ -414,7 +414,7 @@ void reorder_cache(nn::DecoderCache& cache, const std::vector<int64_t>& rows, bo
   auto reorder = [&](std::vector<nn::AttentionCache>& caches) {
     for (nn::AttentionCache& c : caches) {
       if (c.static_kv && !include_static) continue;
-      for (Tensor* t : {&c.key, &c.value, &c.content_bias})
+      for (Tensor* t : {&c.key, &c.value})
         if (t->defined()) *t = select_rows(*t, rows);
     }
   };

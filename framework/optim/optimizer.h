@@ -3,7 +3,7 @@
 // its checkpoints and `cmha bench` need of an optimiser, so that none of them
 // branches on which one it is. make_optimizer() is the only place that maps a
 // name to a class; a new optimiser implements this interface and adds one
-// line there (and its name to optim.name's allowed values in train/options.cpp).
+// line there (and its name to optim.name's allowed values in run/options.cpp).
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/regular_file.h"
+#include "tensor/atomic_file.h"
 
 namespace cmha {
 
@@ -200,23 +201,15 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // data starts 8-byte aligned
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  CMHA_CHECK(f, "cannot write '" + tmp + "': " + std::strerror(errno));
+  AtomicFile f(path);
   unsigned char len_bytes[8];
   uint64_t len = h.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
-  bool ok = std::fwrite(len_bytes, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  f.write(len_bytes, 8);
+  f.write(h);
   for (const Tensor& c : contiguous)
-    ok = ok && (c.nbytes() == 0 || std::fwrite(c.raw_data(), 1, c.nbytes(), f) == c.nbytes());
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error("writing '" + path + "' failed (disk full?); the previous file, if any, is untouched");
-  }
-  CMHA_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0,
-             "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+    if (c.nbytes() > 0) f.write(c.raw_data(), c.nbytes());
+  f.commit();
 }
 
 }  // namespace cmha

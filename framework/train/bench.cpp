@@ -13,13 +13,14 @@
 #include "backend/matmul.h"
 #include "backend/profile.h"
 #include "nn/attention/attention.h"
-#include "tensor/storage.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
 #include "optim/optimizer.h"
+#include "run/device.h"
+#include "run/model_config.h"
+#include "tensor/storage.h"
 #include "train/gradient_buckets.h"
-#include "train/device.h"
-#include "train/model_config.h"
+#include "train/task_factory.h"
 
 namespace cmha::train {
 
@@ -45,20 +46,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-namespace {
-
-// What one benchmark step runs: the model, its inputs on the device and the
-// loss of one batch.
-struct BenchModel {
-  std::unique_ptr<nn::Module> module;
-  std::function<Tensor()> loss;
-  int64_t units_per_rank = 0;  // target tokens or images per step
-  const char* unit = "tokens";
-  std::string attention;
-};
-
-BenchModel transformer_bench(const Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
-  const nn::TransformerConfig cfg = transformer_config(recipe);
+BenchModel transformer_bench_model(const run::Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
+  const nn::TransformerConfig cfg = run::transformer_config(recipe);
   auto model = std::make_unique<nn::Transformer>(cfg, init_gen);
   const int64_t B = recipe.integer("bench.batch_size"), S = recipe.integer("bench.src_len"),
                 T = recipe.integer("bench.tgt_len");
@@ -85,8 +74,8 @@ BenchModel transformer_bench(const Recipe& recipe, Generator& init_gen, Generato
 
 // A vision transformer on random images (normal pixels) and labels:
 // bench.batch_size images of model.image_size² per step.
-BenchModel vit_bench(const Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
-  const nn::VitConfig cfg = vit_config(recipe);
+BenchModel vit_bench_model(const run::Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device) {
+  const nn::VitConfig cfg = run::vit_config(recipe);
   auto model = std::make_unique<nn::VisionTransformer>(cfg, init_gen);
   const int64_t B = recipe.integer("bench.batch_size");
   Tensor images = Tensor::empty({B, cfg.channels, cfg.image_size, cfg.image_size});  // [B, C, S, S]
@@ -105,6 +94,8 @@ BenchModel vit_bench(const Recipe& recipe, Generator& init_gen, Generator& data_
   return b;
 }
 
+namespace {
+
 // The GEMM work of one step (2·M·N·K per matmul, forward and backward), from
 // the kernel profile's count of one step.
 double gemm_flops_of(const std::vector<backend::ProfileRow>& rows) {
@@ -115,20 +106,16 @@ double gemm_flops_of(const std::vector<backend::ProfileRow>& rows) {
 
 }  // namespace
 
-BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
-                                   dist::Communicator& comm, bool profile) {
-  const std::string kind = recipe.string("model.kind");
-  CMHA_CHECK(kind == "transformer" || kind == "vit",
-             "cmha bench times the transformer or the vision transformer; this recipe's model.kind is '" + kind + "'");
+BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int warmup, int threads,
+                                   distributed::Communicator& comm, bool profile) {
   CMHA_CHECK(steps > 0, "cmha bench: --steps must be positive");
   if (threads > 0) omp_set_num_threads(threads);
   const uint64_t seed = static_cast<uint64_t>(recipe.integer("train.seed"));
   Generator init_gen(seed);
   Generator data_gen(seed + 2 + static_cast<uint64_t>(comm.rank()));  // each rank its own batch
-  const Device device = recipe_device(recipe);
-  check_device_communicator(device, comm.size(), comm.backend());  // before any work on the device
-  BenchModel bench = kind == "vit" ? vit_bench(recipe, init_gen, data_gen, device)
-                                   : transformer_bench(recipe, init_gen, data_gen, device);
+  const Device device = run::recipe_device(recipe);
+  run::check_device_communicator(device, comm.size(), comm.backend());  // before any work on the device
+  BenchModel bench = model_kind(recipe.string("model.kind")).make_bench(recipe, init_gen, data_gen, device);
   nn::Module& model = *bench.module;
   model.set_generator(std::make_shared<Generator>(seed + 1));
   model.train();
@@ -139,8 +126,8 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   std::vector<optim::OptimParam> params;
   for (const Tensor& p : model.parameters()) params.push_back({p, true});
   const std::unique_ptr<optim::Optimizer> optimizer =
-      optim::make_optimizer(optimizer_options(recipe), std::move(params));
-  broadcast_from_rank0(comm, model.parameters());
+      optim::make_optimizer(run::optimizer_options(recipe), std::move(params));
+  run::broadcast_from_rank0(comm, model.parameters());
   BucketOptions bucket_options;
   bucket_options.bucket_bytes = static_cast<int64_t>(recipe.real("train.dist_bucket_mb") * (1 << 20));
   bucket_options.overlap = recipe.boolean("train.dist_overlap");
@@ -149,7 +136,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
 
   BenchResult r;
   r.attention = bench.attention;
-  r.device = describe_device(device);
+  r.device = run::describe_device(device);
   r.unit = bench.unit;
   r.parameters = model.num_parameters();
   r.threads = omp_get_max_threads();
@@ -159,10 +146,10 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   const bool bf16 = recipe.boolean("train.bf16");
   backend::set_f32_matmul_tf32(recipe.boolean("train.tf32"));
   double timed_seconds = 0;
-  DeviceMemory at_warmup_end;
+  run::DeviceMemory at_warmup_end;
   nn::reset_attention_paths();  // this run's places only
   for (int i = 0; i < warmup + steps; ++i) {
-    if (i == warmup) at_warmup_end = device_memory(device);
+    if (i == warmup) at_warmup_end = run::device_memory(device);
     // Step 0 counts the GEMM work (the profile's FLOP count); timed steps run
     // unprofiled unless asked.
     const bool count_flops = i == 0, profiled = profile && i >= warmup;
@@ -202,7 +189,7 @@ BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, 
   if (profile) r.profile = backend::profile_table(backend::profile_rows(), timed_seconds, steps);
   r.peak_rss_mb = process_peak_rss_mb();
   r.peak_tensor_mb = peak_cpu_tensor_mb();
-  const DeviceMemory at_end = device_memory(device);
+  const run::DeviceMemory at_end = run::device_memory(device);
   if (at_end.known) {
     r.gpu_peak_reserved_mb = at_end.peak_reserved_mb;
     r.gpu_pool_growths_timed = static_cast<int64_t>(at_end.pool_growths - at_warmup_end.pool_growths);

@@ -2,18 +2,39 @@
 // Full training steps on random tokens (forward, label-smoothed
 // cross-entropy, backward, the recipe's optimiser step) timed one by one:
 // `cmha bench`.
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "train/recipe.h"
+#include "distributed/communicator.h"
+#include "nn/module.h"
+#include "run/recipe.h"
+#include "tensor/rng.h"
 
 namespace cmha::train {
 
+// What one benchmark step runs: the model, its inputs on the device and the
+// loss of one batch.
+struct BenchModel {
+  std::unique_ptr<nn::Module> module;
+  std::function<Tensor()> loss;
+  int64_t units_per_rank = 0;  // target tokens or images per step
+  const char* unit = "tokens";
+  std::string attention;
+};
+
+// The transformer on bench.batch_size × bench.src_len / bench.tgt_len random
+// tokens, and the vision transformer on bench.batch_size random images with
+// random labels, built on the CPU with `init_gen`, inputs drawn from
+// `data_gen` on `device` (train/task_factory.h picks one by model.kind).
+BenchModel transformer_bench_model(const run::Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device);
+BenchModel vit_bench_model(const run::Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device);
+
 struct BenchResult {
   std::string attention;        // encoder self-attention type
-  std::string device;           // train.device, described (train/device.h)
+  std::string device;           // train.device, described (run/device.h)
   int64_t parameters = 0;
   int threads = 0;               // per rank
   int ranks = 1;                // data-parallel processes, each with the whole bench batch
@@ -48,7 +69,7 @@ struct BenchResult {
 // With `profile`, every kernel of the timed steps is timed too (the steps are
 // then slightly slower: a clock read per kernel call). The first step (a
 // warm-up when there is one) counts the GEMM work for MFU.
-BenchResult run_training_benchmark(const Recipe& recipe, int steps, int warmup, int threads,
-                                   dist::Communicator& comm, bool profile = false);
+BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int warmup, int threads,
+                                   distributed::Communicator& comm, bool profile = false);
 
 }  // namespace cmha::train

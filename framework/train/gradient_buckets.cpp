@@ -5,15 +5,12 @@
 #include <string>
 
 #include "backend/kernels.h"
+#include "tensor/clock.h"
 #include "tensor/error.h"
 
 namespace cmha::train {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The one device of the parameters (the CPU when there are none).
 Device params_device(const std::vector<Tensor>& params) {
   if (params.empty()) return Device::cpu();
@@ -30,10 +27,10 @@ struct GradientBuckets::State {
     Tensor data;
     Tensor wire;  // bf16 [data.numel()] when the exchange is in bf16: what travels
     int64_t pending = 0;  // parameters not packed yet in this exchange
-    std::unique_ptr<dist::Request> request;
+    std::unique_ptr<distributed::Request> request;
   };
 
-  dist::Communicator& comm;
+  distributed::Communicator& comm;
   BucketOptions opt;
   std::vector<Tensor> params;
   Device dev;  // the parameters' (and the buckets')
@@ -46,7 +43,7 @@ struct GradientBuckets::State {
   size_t next_launch = 0, next_poke = 0;
   double exposed = 0;
 
-  State(dist::Communicator& c, BucketOptions o, std::vector<Tensor> p)
+  State(distributed::Communicator& c, BucketOptions o, std::vector<Tensor> p)
       : comm(c), opt(o), params(std::move(p)), dev(params_device(params)) {
     CMHA_CHECK(opt.bucket_bytes > 0, "train.dist_bucket_mb must be positive");
     std::vector<int64_t> reverse(params.size());
@@ -108,10 +105,10 @@ struct GradientBuckets::State {
       if (opt.bf16) {
         CMHA_KERNEL(dev, copy.copy)(k.wire, k.data);  // f32 -> bf16, rounded to nearest even
         k.request = comm.all_reduce_async(static_cast<bf16*>(k.wire.raw_data()), static_cast<size_t>(k.wire.numel()),
-                                          dist::ReduceOp::sum);
+                                          distributed::ReduceOp::sum);
       } else {
         k.request = comm.all_reduce_async(static_cast<float*>(k.data.raw_data()), static_cast<size_t>(k.data.numel()),
-                                          dist::ReduceOp::sum);
+                                          distributed::ReduceOp::sum);
       }
     }
   }
@@ -203,7 +200,7 @@ struct GradientBuckets::State {
   }
 };
 
-GradientBuckets::GradientBuckets(const std::vector<Tensor>& params, dist::Communicator& comm, BucketOptions options)
+GradientBuckets::GradientBuckets(const std::vector<Tensor>& params, distributed::Communicator& comm, BucketOptions options)
     : state_(std::make_shared<State>(comm, options, params)) {
   if (comm.size() == 1) return;  // nothing to exchange: finish() only scales
   for (size_t i = 0; i < params.size(); ++i) {

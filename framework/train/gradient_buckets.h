@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "tensor/tensor.h"
 
 namespace cmha::train {
@@ -39,7 +39,7 @@ struct BucketOptions {
 
 class GradientBuckets {
  public:
-  GradientBuckets(const std::vector<Tensor>& params, dist::Communicator& comm, BucketOptions options);
+  GradientBuckets(const std::vector<Tensor>& params, distributed::Communicator& comm, BucketOptions options);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;

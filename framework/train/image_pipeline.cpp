@@ -4,15 +4,15 @@
 #include <cmath>
 #include <filesystem>
 
+#include "run/device.h"
 #include "tensor/error.h"
-#include "train/device.h"
 
 namespace cmha::train {
 
 namespace {
 
 // data.channel_mean / channel_std, or the scalar data.mean / data.std for every channel.
-std::vector<float> per_channel(const Recipe& r, const std::string& list_key, const std::string& scalar_key,
+std::vector<float> per_channel(const run::Recipe& r, const std::string& list_key, const std::string& scalar_key,
                                int64_t channels) {
   const std::vector<double> list = r.reals(list_key);
   if (list.empty()) return std::vector<float>(static_cast<size_t>(channels), static_cast<float>(r.real(scalar_key)));
@@ -22,7 +22,7 @@ std::vector<float> per_channel(const Recipe& r, const std::string& list_key, con
   return std::vector<float>(list.begin(), list.end());
 }
 
-std::pair<float, float> range_of(const Recipe& r, const std::string& key) {
+std::pair<float, float> range_of(const run::Recipe& r, const std::string& key) {
   const std::vector<double> v = r.reals(key);
   CMHA_CHECK(v.size() == 2 && v[0] > 0 && v[0] <= v[1],
              key + " (" + r.origin(key) + ") must be two positive numbers [low, high] with low <= high");
@@ -40,7 +40,7 @@ bool same_source(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-ImageData make_image_data(const Recipe& r) {
+ImageData make_image_data(const run::Recipe& r) {
   const int64_t classes = r.integer("model.num_classes"), channels = r.integer("model.channels");
   CMHA_CHECK(channels == 1 || channels == 3, "model.channels " + std::to_string(channels) +
                                                  ": image data is grey (1) or RGB (3)");
@@ -97,7 +97,7 @@ ImageData make_image_data(const Recipe& r) {
   return d;
 }
 
-data::ImageLoaderOptions image_loader_options(const Recipe& r, bool training) {
+data::ImageLoaderOptions image_loader_options(const run::Recipe& r, bool training) {
   data::ImageLoaderOptions o;
   const int64_t channels = r.integer("model.channels");
   o.training = training;
@@ -107,7 +107,7 @@ data::ImageLoaderOptions image_loader_options(const Recipe& r, bool training) {
   o.workers = static_cast<int>(r.integer("data.workers"));
   o.prefetch = static_cast<int>(r.integer("data.prefetch"));
   o.skip_bad_images = r.boolean("data.skip_bad_images");
-  o.pin_memory = !recipe_device(r).is_cpu();  // batches bound for a GPU
+  o.pin_memory = !run::recipe_device(r).is_cpu();  // batches bound for a GPU
 
   data::ImageTransformOptions& t = o.transform;
   t.image_size = r.integer("model.image_size");

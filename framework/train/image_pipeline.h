@@ -11,7 +11,7 @@
 
 #include "data/image_dataset.h"
 #include "data/image_loader.h"
-#include "train/recipe.h"
+#include "run/recipe.h"
 
 namespace cmha::train {
 
@@ -28,9 +28,9 @@ struct ImageData {
 
 // Opens the splits; their class counts must equal model.num_classes
 // (IDX: labels must be below it), else an error naming the folder or file.
-ImageData make_image_data(const Recipe& recipe);
+ImageData make_image_data(const run::Recipe& recipe);
 
 // The loader options of the train (training = true) or validation split.
-data::ImageLoaderOptions image_loader_options(const Recipe& recipe, bool training);
+data::ImageLoaderOptions image_loader_options(const run::Recipe& recipe, bool training);
 
 }  // namespace cmha::train

@@ -4,11 +4,11 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "train/checkpoint.h"
-#include "train/device.h"
+#include "run/checkpoint.h"
+#include "run/device.h"
+#include "run/model_config.h"
+#include "run/run_dir.h"
 #include "train/image_pipeline.h"
-#include "train/model_config.h"
-#include "train/trainer.h"
 
 namespace cmha::train {
 
@@ -25,7 +25,7 @@ eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, dat
   return meter.scores();
 }
 
-ImageClassificationTask::ImageClassificationTask(const Recipe& r, Generator& init_gen, int rank, int world)
+ImageClassificationTask::ImageClassificationTask(const run::Recipe& r, Generator& init_gen, int rank, int world)
     : world_(world) {
   const ImageData d = make_image_data(r);
   const auto seed = static_cast<uint64_t>(r.integer("train.seed"));
@@ -35,9 +35,9 @@ ImageClassificationTask::ImageClassificationTask(const Recipe& r, Generator& ini
   valid_source_ = d.valid_source;
   test_source_ = d.test_source;
   label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
-  model_ = std::make_shared<nn::VisionTransformer>(vit_config(r), init_gen);
+  model_ = std::make_shared<nn::VisionTransformer>(run::vit_config(r), init_gen);
   // Initialised on the CPU (the same numbers on every device), then moved.
-  device_ = recipe_device(r);
+  device_ = run::recipe_device(r);
   model_->to(device_);
 }
 
@@ -114,13 +114,13 @@ void ImageClassificationTask::restore_data_state(const nlohmann::json& state) {
 }
 
 nlohmann::json ImageClassificationTask::final_evaluation(const std::string& run_dir) {
-  const std::string latest = latest_checkpoint(run_dir);
+  const std::string latest = run::latest_checkpoint(run_dir);
   const std::string best = (fs::path(run_dir) / "checkpoint_best.safetensors").string();
   const std::string chosen = fs::exists(best) ? best : latest;
   CMHA_CHECK(!chosen.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint");
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model_->named_parameters()) params.emplace(name, p);
-  restore_weights(chosen, load_checkpoint(chosen).weights, params);
+  run::restore_weights(chosen, run::load_checkpoint(chosen).weights, params);
   // The test split, once, when there is one (checkpoint_best was chosen on the validation split).
   data::ImageLoader& scored = test_ ? *test_ : *valid_;
   nlohmann::json out = evaluate_classifier(*model_, scored).to_json();
@@ -129,7 +129,7 @@ nlohmann::json ImageClassificationTask::final_evaluation(const std::string& run_
   out["valid_source"] = valid_source_;
   if (test_) out["test_source"] = test_source_;
   if (!latest.empty()) {
-    const Checkpoint last = load_checkpoint(latest);
+    const run::Checkpoint last = run::load_checkpoint(latest);
     if (!last.ema.empty()) {
       restore_weights(latest, last.ema, params);
       const eval::ClassificationScores ema = evaluate_classifier(*model_, scored);

@@ -9,7 +9,7 @@
 #include "data/image_loader.h"
 #include "eval/classification.h"
 #include "nn/vit.h"
-#include "train/recipe.h"
+#include "run/recipe.h"
 #include "train/task.h"
 
 namespace cmha::train {
@@ -19,7 +19,7 @@ eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, dat
 
 class ImageClassificationTask : public Task {
  public:
-  ImageClassificationTask(const Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
+  ImageClassificationTask(const run::Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
   nn::Module& model() override { return *model_; }
   const char* unit_name() const override { return "samples"; }
   void start_epoch(int64_t epoch) override;

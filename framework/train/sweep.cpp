@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
+#include "run/options.h"
+#include "run/run_dir.h"
 #include "tensor/error.h"
-#include "train/options.h"
-#include "train/run_dir.h"
 
 namespace cmha::train {
 
@@ -45,8 +45,8 @@ GridAxis parse_grid_axis(const std::string& text) {
   CMHA_CHECK(eq != std::string::npos && eq > 0, "--grid needs KEY=V1,V2,..., got '" + text + "'");
   GridAxis axis;
   axis.key = text.substr(0, eq);
-  CMHA_CHECK(find_option(axis.key), "--grid key '" + axis.key + "' is not a recipe key (did you mean '" +
-                                        nearest_option(axis.key) + "'?)");
+  CMHA_CHECK(run::find_option(axis.key), "--grid key '" + axis.key + "' is not a recipe key (did you mean '" +
+                                        run::nearest_option(axis.key) + "'?)");
   const std::string list = text.substr(eq + 1);
   size_t start = 0;
   while (true) {
@@ -99,17 +99,17 @@ std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes) {
   return axes.empty() ? std::vector<GridPoint>{} : points;
 }
 
-std::string stale_run_reason(const std::string& dir, const Recipe& wanted) {
+std::string stale_run_reason(const std::string& dir, const run::Recipe& wanted) {
   const std::string stored = (std::filesystem::path(dir) / "recipe.yaml").string();
   if (!std::filesystem::exists(stored)) {
-    const std::vector<std::string> run = previous_run_files(dir);
+    const std::vector<std::string> run = run::previous_run_files(dir);
     return run.empty() ? "" : "it holds a run (" + run.front() + ") but no recipe.yaml that says of which recipe";
   }
-  const Recipe there = Recipe::load_stored(stored);
-  const std::string key = first_difference(
+  const run::Recipe there = run::Recipe::load_stored(stored);
+  const std::string key = run::first_difference(
       there, wanted, {"train.save_dir", "train.threads", "train.log_every", "data.workers", "data.prefetch"});
   if (key.empty()) return "";
-  auto value = [&](const Recipe& r) { return r.reads(key) ? r.text(key) : "not read"; };
+  auto value = [&](const run::Recipe& r) { return r.reads(key) ? r.text(key) : "not read"; };
   return "its recipe.yaml has " + key + " " + value(there) + ", this point " + value(wanted);
 }
 

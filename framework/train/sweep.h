@@ -1,13 +1,13 @@
 #pragma once
 // `cmha sweep`: a grid of recipe keys expanded into runs, and the runs'
-// results.json files (train/run_results.h) gathered into a CSV and a
+// results.json files (run/run_results.h) gathered into a CSV and a
 // markdown table. Generic: the keys and the metric are whatever the recipe
 // and the task's final evaluation have.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "train/recipe.h"
+#include "run/recipe.h"
 
 namespace cmha::train {
 
@@ -46,7 +46,7 @@ int seed_axis_index(const std::vector<GridAxis>& axes);
 // sentence ("its recipe.yaml has model.attention.key_dim 16, this point 32").
 // Keys of how a run goes, not what it computes (train.save_dir,
 // train.threads, train.log_every, data.workers, data.prefetch), are not compared.
-std::string stale_run_reason(const std::string& dir, const Recipe& wanted);
+std::string stale_run_reason(const std::string& dir, const run::Recipe& wanted);
 
 struct SweepRow {
   GridPoint point;

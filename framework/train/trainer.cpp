@@ -1,6 +1,6 @@
 #include "train/trainer.h"
 
-#include "train/device.h"
+#include "run/device.h"
 
 #include <chrono>
 #include <cmath>
@@ -19,14 +19,16 @@
 #include "optim/ema.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "run/checkpoint.h"
+#include "run/metrics_log.h"
+#include "run/model_config.h"
+#include "run/run_dir.h"
+#include "run/tensorboard.h"
+#include "tensor/atomic_file.h"
+#include "tensor/clock.h"
 #include "tensor/storage.h"
-#include "train/average.h"
-#include "train/checkpoint.h"
 #include "train/gradient_buckets.h"
-#include "train/metrics_log.h"
-#include "train/model_config.h"
 #include "train/progress.h"
-#include "train/tensorboard.h"
 
 namespace cmha::train {
 
@@ -43,7 +45,7 @@ bool decays(const std::string& name) {
 std::string checkpoint_name(int64_t update) { return "checkpoint_" + std::to_string(update) + ".safetensors"; }
 
 // Keys that define the architecture: a resumed or fine-tuned run must agree on them.
-std::string architecture_of(const Recipe& recipe) {
+std::string architecture_of(const run::Recipe& recipe) {
   YAML::Node model = YAML::Load(recipe.dump())["model"];
   model.remove("dropout");
   model.remove("activation_dropout");
@@ -59,15 +61,10 @@ std::string architecture_of(const Recipe& recipe) {
 
 }  // namespace
 
-std::string latest_checkpoint(const std::string& dir) {
-  const std::vector<std::string> all = update_checkpoints(dir);
-  return all.empty() ? std::string() : all.back();
-}
-
 struct Trainer::Impl {
-  const Recipe& recipe;
+  const run::Recipe& recipe;
   Task& task;
-  dist::Communicator& comm;
+  distributed::Communicator& comm;
   TrainerHooks hooks;
   std::string dir;
   std::vector<std::pair<std::string, Tensor>> params;  // named, unique
@@ -77,8 +74,8 @@ struct Trainer::Impl {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::shared_ptr<Generator> dropout_gen;
   std::unique_ptr<GradientBuckets> buckets;  // the gradient exchange (world 1: scaling only)
-  MetricsLog metrics;       // rank 0
-  std::unique_ptr<TensorBoardWriter> tensorboard;  // train.tensorboard (rank 0)
+  run::MetricsLog metrics;       // rank 0
+  std::unique_ptr<run::TensorBoardWriter> tensorboard;  // train.tensorboard (rank 0)
   ProgressDisplay display;  // rank 0 draws; a bar on a terminal only
   int64_t resumed_metrics_rows = -1;  // the checkpoint's "metrics_rows" (-1: an older checkpoint without it)
   // trainer state (saved in checkpoints)
@@ -91,7 +88,7 @@ struct Trainer::Impl {
   std::string best_metric;
   bool maximize, bf16, validate_epoch_ends;
 
-  Impl(const Recipe& r, Task& t, dist::Communicator& c, TrainerHooks h)
+  Impl(const run::Recipe& r, Task& t, distributed::Communicator& c, TrainerHooks h)
       : recipe(r), task(t), comm(c), hooks(std::move(h)), display(c.is_main(), stderr_is_interactive()) {
     dir = r.string("train.save_dir");
     max_updates = r.integer("train.max_updates");
@@ -120,13 +117,13 @@ struct Trainer::Impl {
     }
     std::vector<optim::OptimParam> op;
     for (auto& [name, p] : params) op.push_back({p, decays(name)});
-    optimizer = optim::make_optimizer(optimizer_options(r), std::move(op));
+    optimizer = optim::make_optimizer(run::optimizer_options(r), std::move(op));
     if (r.real("train.ema_decay") > 0) {
       std::vector<Tensor> ps;
       for (auto& [n, p] : params) ps.push_back(p);
       ema = std::make_unique<optim::ExponentialMovingAverage>(ps, r.real("train.ema_decay"));
     }
-    schedule = make_schedule(r, task.batches_per_epoch() / update_freq, comm.size());
+    schedule = run::make_schedule(r, task.batches_per_epoch() / update_freq, comm.size());
     dropout_gen = std::make_shared<Generator>(static_cast<uint64_t>(r.integer("train.seed")) * 7919 + 17 + comm.rank());
     task.model().set_generator(dropout_gen);
     BucketOptions bo;
@@ -140,8 +137,8 @@ struct Trainer::Impl {
 
   bool improved(double v) const { return std::isnan(best) || (maximize ? v > best : v < best); }
 
-  Checkpoint snapshot() const {
-    Checkpoint c;
+  run::Checkpoint snapshot() const {
+    run::Checkpoint c;
     c.recipe = recipe.dump();
     for (auto& [name, p] : params) c.weights[name] = p;
     optim::OptimizerState st = optimizer->state_dict(param_names);
@@ -186,26 +183,26 @@ struct Trainer::Impl {
     const std::vector<std::string> states = comm.all_gather_bytes(rank_state().dump());
     if (name != "checkpoint_best.safetensors") saved_update = update;
     if (!comm.is_main()) return;
-    Checkpoint c = snapshot();
+    run::Checkpoint c = snapshot();
     c.trainer["ranks"] = nlohmann::json::array();
     for (const std::string& st : states) c.trainer["ranks"].push_back(nlohmann::json::parse(st));
-    save_checkpoint((fs::path(dir) / name).string(), c);
+    run::save_checkpoint((fs::path(dir) / name).string(), c);
   }
 
   void prune() {
     if (!comm.is_main() || keep_last <= 0) return;
-    const std::vector<std::string> found = update_checkpoints(dir);  // oldest first
+    const std::vector<std::string> found = run::update_checkpoints(dir);  // oldest first
     for (size_t i = 0; i + static_cast<size_t>(keep_last) < found.size(); ++i) fs::remove(found[i]);
   }
 
   // A trainer state with a missing or mistyped field (an edited or foreign file) is the file's fault: exit 2.
   void resume_from(const std::string& path) try {
-    Checkpoint c = load_checkpoint(path);
-    CMHA_CHECK(architecture_of(Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
+    run::Checkpoint c = run::load_checkpoint(path);
+    CMHA_CHECK(architecture_of(run::Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
                "checkpoint '" + path + "' was trained with a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
     std::map<std::string, Tensor> named(params.begin(), params.end());
-    restore_weights(path, c.weights, named);
+    run::restore_weights(path, c.weights, named);
     const auto& t = c.trainer;
     optim::OptimizerState st;
     st.tensors = c.optimizer;
@@ -255,25 +252,25 @@ struct Trainer::Impl {
   void broadcast_parameters() {
     std::vector<Tensor> tensors;
     for (auto& [name, p] : params) tensors.push_back(p);
-    broadcast_from_rank0(comm, tensors);
+    run::broadcast_from_rank0(comm, tensors);
   }
 
   // train.init_from: the weights only; optimiser, schedule and data start afresh.
   void init_from(const std::string& path) {
     CMHA_CHECK(!fs::is_directory(path), "train.init_from: '" + path + "' is a directory, not a checkpoint file");
     CMHA_CHECK(fs::exists(path), "train.init_from: checkpoint '" + path + "' does not exist");
-    const Checkpoint c = load_checkpoint(path);
-    CMHA_CHECK(architecture_of(Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
+    const run::Checkpoint c = run::load_checkpoint(path);
+    CMHA_CHECK(architecture_of(run::Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
                "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
-    restore_weights(path, c.weights, std::map<std::string, Tensor>(params.begin(), params.end()));
+    run::restore_weights(path, c.weights, std::map<std::string, Tensor>(params.begin(), params.end()));
     for (size_t i = 0; ema && i < params.size(); ++i) ema->shadow()[i].copy_(params[i].second);
   }
 
   void log_row(const nlohmann::json& row) {
     if (!comm.is_main()) return;
     metrics.append(row);
-    if (tensorboard) tensorboard->write(row.value("update", int64_t{0}), scalars_of_row(row));
+    if (tensorboard) tensorboard->write(row.value("update", int64_t{0}), run::scalars_of_row(row));
   }
 
   // `epoch_number`: the 1-based epoch the current update belongs to (at an epoch's end, that epoch).
@@ -284,7 +281,7 @@ struct Trainer::Impl {
     // The mean over ranks: every rank then takes the same best/early-stopping decisions.
     std::vector<double> values;
     for (auto& [k, v] : m) values.push_back(v);
-    comm.all_reduce(values.data(), values.size(), dist::ReduceOp::average);
+    comm.all_reduce(values.data(), values.size(), distributed::ReduceOp::average);
     size_t j = 0;
     for (auto& [k, v] : m) v = values[j++];
     nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch_number}};
@@ -309,203 +306,262 @@ struct Trainer::Impl {
     }
     return m;
   }
+
+  // ---- the run: start, then updates until done, then the summary ----
+
+  // What the micro-batches of one update add up to, on this rank, then over all ranks.
+  struct UpdateTotals {
+    double loss = 0, units = 0, correct = 0;
+    bool stop = false;  // a stop request on any rank
+  };
+  // Throughput counts training time only: validation and checkpoints are left out.
+  struct Window {
+    double loss = 0, units = 0, correct = 0, seconds = 0;
+  };
+
+  TrainSummary summary;
+  SteadyClock::time_point t_start;
+  int64_t first_update = 0, planned = 0, per_epoch = 1;
+  Window window;
+  double total_units = 0, total_seconds = 0;
+  bool profile = false;
+
+  TrainSummary run() {
+    start();
+    while (!done()) {
+      if (!task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
+        if (end_epoch()) break;
+        continue;
+      }
+      const auto t_update = SteadyClock::now();
+      const UpdateTotals mine = forward_backward();      // update_freq micro-batches on this rank
+      const UpdateTotals all = exchange(mine);           // summed over ranks; gradients all-reduced and scaled
+      const double gnorm = clip_gradients();
+      if (!finite_update(all.loss, gnorm)) continue;     // skipped, counted, stops after max_nonfinite in a row
+      const double lr = step_optimizer();                // schedule, optimiser, EMA; ++update
+      account(all, SteadyClock::now() - t_update);
+      log_progress(lr, gnorm);
+      validate_and_save_on_cadence();
+      if (all.stop) {
+        save(checkpoint_name(update));
+        summary.interrupted = true;
+        break;
+      }
+    }
+    return finish();
+  }
+
+  bool done() const {
+    return (max_updates > 0 && update >= max_updates) || (max_epochs > 0 && epoch >= max_epochs);
+  }
+
+  // recipe.yaml, resume or train.init_from, the same parameters on every rank, metrics.jsonl, the profile.
+  void start() {
+    if (comm.is_main()) {
+      fs::create_directories(dir);
+      write_file_atomically((fs::path(dir) / "recipe.yaml").string(), recipe.dump());
+    }
+    // Rank 0 picks the checkpoint (the run directory must be shared by all ranks).
+    const std::string resume_path = comm.all_gather_bytes(hooks.resume ? run::latest_checkpoint(dir) : "").at(0);
+    if (!resume_path.empty()) {
+      resume_from(resume_path);
+      display.line("resumed from " + resume_path + " at update " + std::to_string(update));
+    } else {
+      if (!recipe.string("train.init_from").empty()) init_from(recipe.string("train.init_from"));
+      task.start_epoch(epoch);
+    }
+    broadcast_parameters();
+    if (comm.is_main()) {
+      const std::string path = (fs::path(dir) / "metrics.jsonl").string();
+      // A resumed run redoes the updates after its checkpoint: their rows go (a resume
+      // without a checkpoint starts from update 0, so every row goes).
+      if (hooks.resume) metrics.open_resumed(path, resume_path.empty() ? 0 : resumed_metrics_rows, update);
+      else metrics.open(path);
+      if (recipe.boolean("train.tensorboard")) tensorboard = std::make_unique<run::TensorBoardWriter>(dir);
+    }
+    if (comm.size() > 1) {
+      char line[256];
+      std::snprintf(line, sizeof line, "data parallel: %d ranks (%s), %s gradients in %lld buckets of %g MB, %s",
+                    comm.size(), comm.backend(), recipe.string("train.dist_grad_dtype").c_str(),
+                    (long long)buckets->buckets(), recipe.real("train.dist_bucket_mb"),
+                    recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
+      display.line(line);
+    }
+    // CMHA_PROFILE=1: time every kernel of this run and print the table at its end.
+    profile = std::getenv("CMHA_PROFILE") && std::string(std::getenv("CMHA_PROFILE")) != "0";
+    if (profile) {
+      backend::reset_profile();
+      backend::set_profiling(true);
+    }
+    t_start = SteadyClock::now();
+    per_epoch = std::max<int64_t>(1, task.batches_per_epoch() / update_freq);
+    // The updates of the whole run (an epoch's last update may take fewer than update_freq batches).
+    const int64_t epoch_updates = std::max<int64_t>(1, (task.batches_per_epoch() + update_freq - 1) / update_freq);
+    planned = max_updates > 0 && max_epochs > 0 ? std::min(max_updates, max_epochs * epoch_updates)
+              : max_updates > 0                 ? max_updates
+                                                : max_epochs * epoch_updates;
+    first_update = update;
+  }
+
+  // True when the run stops here (early stopping, or the last epoch ended).
+  bool end_epoch() {
+    ++epoch;
+    summary.mid_epoch = false;
+    if (validate_epoch_ends) summary.last_validation = validate(epoch);
+    // The next epoch's order is drawn before saving, so the checkpoint's
+    // data position is "start of epoch N" and a resume never ends an epoch twice.
+    task.start_epoch(epoch);
+    save(checkpoint_name(update));
+    prune();
+    if (patience > 0 && stale_validations >= patience) {
+      summary.early_stopped = true;
+      return true;
+    }
+    return done();
+  }
+
+  // Forward and backward passes of update_freq micro-batches; gradients accumulate in the parameters.
+  UpdateTotals forward_backward() {
+    for (auto& [n, p] : params) p.zero_grad();
+    UpdateTotals t;
+    for (int64_t k = 0; k < update_freq && task.has_next_batch(); ++k) {
+      autograd::AutocastGuard autocast(bf16);
+      BatchLoss b = task.next_batch_loss();
+      // Gradients leave the rank only in the update's last backward pass.
+      if (k + 1 == update_freq || !task.has_next_batch()) buckets->arm();
+      b.loss_sum.backward();
+      t.loss += b.loss_sum.item();
+      t.units += static_cast<double>(b.units);
+      t.correct += b.correct + (b.count_correct ? b.count_correct() : 0.0);
+    }
+    t.stop = hooks.stop_requested && hooks.stop_requested();
+    return t;
+  }
+
+  // Sums the counts over ranks, then averages the gradients by the global unit count,
+  // so the update equals one process with the whole batch. A stop request on any rank
+  // stops every rank after this update.
+  UpdateTotals exchange(const UpdateTotals& mine) {
+    double totals[4] = {mine.loss, mine.units, mine.correct, mine.stop ? 1.0 : 0.0};
+    comm.all_reduce(totals, 4, distributed::ReduceOp::sum);
+    backend::ProfilePhase phase("exchange");  // the gradient all-reduce left after backward, and the scaling
+    buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
+    return {totals[0], totals[1], totals[2], totals[3] > 0};
+  }
+
+  // The gradients' global norm, after clipping to train.clip_norm when set.
+  double clip_gradients() {
+    backend::ProfilePhase phase("optimizer");
+    std::vector<Tensor> ps;
+    for (auto& [n, p] : params) ps.push_back(p);
+    return clip_norm > 0 ? optim::clip_grad_norm(ps, clip_norm) : optim::grad_norm(ps);
+  }
+
+  // False for an update with a non-finite loss or gradient: skipped, and after
+  // train.max_nonfinite of them in a row the run stops with an error.
+  bool finite_update(double loss, double gnorm) {
+    if (std::isfinite(loss) && std::isfinite(gnorm)) {
+      nonfinite_in_row = 0;
+      return true;
+    }
+    ++skipped;
+    ++nonfinite_in_row;
+    display.line("update " + std::to_string(update + 1) + ": non-finite loss or gradient, skipped (" +
+                 std::to_string(nonfinite_in_row) + " in a row)");
+    CMHA_CHECK(nonfinite_in_row < max_nonfinite,
+               std::to_string(nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
+                   saved_state());
+    return false;
+  }
+
+  // The schedule's rate for this update, the optimiser's step and the EMA; the rate used.
+  double step_optimizer() {
+    const double lr = schedule->lr_at(update, static_cast<double>(update) / static_cast<double>(per_epoch));
+    optimizer->set_lr(lr);
+    {
+      backend::ProfilePhase phase("optimizer");
+      optimizer->step();
+      if (ema) ema->update();
+    }
+    ++update;
+    summary.mid_epoch = true;
+    return lr;
+  }
+
+  void account(const UpdateTotals& all, SteadyClock::duration took) {
+    const double seconds = std::chrono::duration<double>(took).count();
+    window.loss += all.loss;
+    window.units += all.units;
+    window.correct += all.correct;
+    window.seconds += seconds;
+    total_units += all.units;
+    total_seconds += seconds;
+  }
+
+  // The progress bar on a terminal; every train.log_every updates a metrics row and a kept line.
+  void log_progress(double lr, double gnorm) {
+    const bool log_now = update % log_every == 0;
+    if (!log_now && !display.interactive()) return;
+    ProgressView v;
+    v.update = update;
+    v.planned = planned;
+    v.epoch = epoch + 1;
+    v.loss = window.loss / std::max(window.units, 1.0);
+    v.lr = lr;
+    v.gnorm = gnorm;
+    v.rate = window.units / std::max(window.seconds, 1e-9);
+    v.unit = task.unit_name();
+    // ETA from the mean wall time of this session's updates (validations included: they recur).
+    v.elapsed_s = seconds_since(t_start);
+    v.eta_s = v.elapsed_s / static_cast<double>(std::max<int64_t>(1, update - first_update)) *
+              static_cast<double>(std::max<int64_t>(0, planned - update));
+    display.bar(v);
+    if (!log_now) return;
+    log_row({{"split", "train"}, {"update", update}, {"epoch", v.epoch}, {"loss", v.loss},
+             {"top1", 100.0 * window.correct / std::max(window.units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
+             {v.unit + "_per_s", v.rate}, {"skipped_updates", skipped}});
+    display.line(render_log_line(v, display.interactive() ? static_cast<size_t>(terminal_width() - 1) : 0));
+    window = {};
+  }
+
+  void validate_and_save_on_cadence() {
+    if (validate_every > 0 && update % validate_every == 0) summary.last_validation = validate(epoch + 1);
+    if (save_every > 0 && update % save_every == 0) {
+      save(checkpoint_name(update));
+      prune();
+    }
+  }
+
+  TrainSummary finish() {
+    display.finish();
+    if (!summary.interrupted && !summary.early_stopped && saved_update != update)
+      save(checkpoint_name(update));  // the final state, when the run stopped between epochs
+    if (profile && comm.is_main()) {
+      backend::set_profiling(false);
+      std::fprintf(stderr, "kernel profile (CMHA_PROFILE), per update:\n%s",
+                   backend::profile_table(backend::profile_rows(), seconds_since(t_start), update - first_update).c_str());
+    }
+    summary.updates = update;
+    summary.epochs = epoch;
+    summary.skipped_updates = skipped;
+    summary.last_checkpoint = (fs::path(dir) / checkpoint_name(update)).string();
+    summary.seconds = seconds_since(t_start);
+    summary.units_per_s = total_units / std::max(total_seconds, 1e-9);
+    summary.unit = task.unit_name();
+    summary.best = best;
+    summary.best_metric = best_metric;
+    summary.peak_rss_mb = process_peak_rss_mb();
+    summary.peak_tensor_mb = peak_cpu_tensor_mb();
+    display.fields(summary_fields(summary));
+    return summary;
+  }
 };
 
-Trainer::Trainer(const Recipe& recipe, Task& task, dist::Communicator& comm, TrainerHooks hooks)
+Trainer::Trainer(const run::Recipe& recipe, Task& task, distributed::Communicator& comm, TrainerHooks hooks)
     : impl_(std::make_unique<Impl>(recipe, task, comm, std::move(hooks))) {}
 Trainer::~Trainer() = default;
 
-TrainSummary Trainer::run() {
-  Impl& s = *impl_;
-  TrainSummary summary;
-  if (s.comm.is_main()) {
-    fs::create_directories(s.dir);
-    std::ofstream(fs::path(s.dir) / "recipe.yaml") << s.recipe.dump();
-  }
-  // Rank 0 picks the checkpoint (the run directory must be shared by all ranks).
-  const std::string resume_path = s.comm.all_gather_bytes(s.hooks.resume ? latest_checkpoint(s.dir) : "").at(0);
-  if (!resume_path.empty()) {
-    s.resume_from(resume_path);
-    s.display.line("resumed from " + resume_path + " at update " + std::to_string(s.update));
-  } else {
-    if (!s.recipe.string("train.init_from").empty()) s.init_from(s.recipe.string("train.init_from"));
-    s.task.start_epoch(s.epoch);
-  }
-  s.broadcast_parameters();
-  if (s.comm.is_main()) {
-    const std::string path = (fs::path(s.dir) / "metrics.jsonl").string();
-    // A resumed run redoes the updates after its checkpoint: their rows go (a resume
-    // without a checkpoint starts from update 0, so every row goes).
-    if (s.hooks.resume) s.metrics.open_resumed(path, resume_path.empty() ? 0 : s.resumed_metrics_rows, s.update);
-    else s.metrics.open(path);
-    if (s.recipe.boolean("train.tensorboard")) s.tensorboard = std::make_unique<TensorBoardWriter>(s.dir);
-  }
-  if (s.comm.size() > 1) {
-    char line[256];
-    std::snprintf(line, sizeof line, "data parallel: %d ranks (%s), %s gradients in %lld buckets of %g MB, %s",
-                  s.comm.size(), s.comm.backend(), s.recipe.string("train.dist_grad_dtype").c_str(),
-                  (long long)s.buckets->buckets(), s.recipe.real("train.dist_bucket_mb"),
-                  s.recipe.boolean("train.dist_overlap") ? "overlapping the backward pass" : "after the backward pass");
-    s.display.line(line);
-  }
-  // CMHA_PROFILE=1: time every kernel of this run and print the table at its end.
-  const bool profile = std::getenv("CMHA_PROFILE") && std::string(std::getenv("CMHA_PROFILE")) != "0";
-  if (profile) {
-    backend::reset_profile();
-    backend::set_profiling(true);
-  }
-  using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
-  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  // Throughput counts training time only: validation and checkpoints are left out.
-  double window_loss = 0, window_units = 0, window_correct = 0, window_seconds = 0, gnorm = 0;
-  double total_units = 0, total_seconds = 0;
-  const int64_t per_epoch = std::max<int64_t>(1, s.task.batches_per_epoch() / s.update_freq);
-  // The updates of the whole run (an epoch's last update may take fewer than update_freq batches).
-  const int64_t epoch_updates = std::max<int64_t>(1, (s.task.batches_per_epoch() + s.update_freq - 1) / s.update_freq);
-  const int64_t planned = s.max_updates > 0 && s.max_epochs > 0 ? std::min(s.max_updates, s.max_epochs * epoch_updates)
-                          : s.max_updates > 0                    ? s.max_updates
-                                                                 : s.max_epochs * epoch_updates;
-  const int64_t first_update = s.update;
-  const std::string unit = s.task.unit_name();
-
-  auto done = [&] {
-    return (s.max_updates > 0 && s.update >= s.max_updates) || (s.max_epochs > 0 && s.epoch >= s.max_epochs);
-  };
-  while (!done()) {
-    if (!s.task.has_next_batch()) {  // epoch end: validate, checkpoint, next shuffle
-      ++s.epoch;
-      summary.mid_epoch = false;
-      if (s.validate_epoch_ends) summary.last_validation = s.validate(s.epoch);
-      // The next epoch's order is drawn before saving, so the checkpoint's
-      // data position is "start of epoch N" and a resume never ends an epoch twice.
-      s.task.start_epoch(s.epoch);
-      s.save(checkpoint_name(s.update));
-      s.prune();
-      if (s.patience > 0 && s.stale_validations >= s.patience) {
-        summary.early_stopped = true;
-        break;
-      }
-      if (done()) break;
-      continue;
-    }
-    // ---- one update: update_freq micro-batches ----
-    const auto t_update = clock::now();
-    for (auto& [n, p] : s.params) p.zero_grad();
-    double loss = 0, units = 0, correct = 0;
-    for (int64_t k = 0; k < s.update_freq && s.task.has_next_batch(); ++k) {
-      autograd::AutocastGuard autocast(s.bf16);
-      BatchLoss b = s.task.next_batch_loss();
-      // Gradients leave the rank only in the update's last backward pass.
-      if (k + 1 == s.update_freq || !s.task.has_next_batch()) s.buckets->arm();
-      b.loss_sum.backward();
-      loss += b.loss_sum.item();
-      units += static_cast<double>(b.units);
-      correct += b.correct + (b.count_correct ? b.count_correct() : 0.0);
-    }
-    // Sum gradients and counts over ranks, then average by the global unit count,
-    // so the update equals one process with the whole batch. A stop request on
-    // any rank stops every rank after this update.
-    const bool stop_here = s.hooks.stop_requested && s.hooks.stop_requested();
-    double totals[4] = {loss, units, correct, stop_here ? 1.0 : 0.0};
-    s.comm.all_reduce(totals, 4, dist::ReduceOp::sum);
-    {
-      backend::ProfilePhase phase("exchange");  // the gradient all-reduce left after backward, and the scaling
-      s.buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
-    }
-    const bool stop = totals[3] > 0;
-    std::vector<Tensor> ps;
-    for (auto& [n, p] : s.params) ps.push_back(p);
-    {
-      backend::ProfilePhase phase("optimizer");
-      gnorm = s.clip_norm > 0 ? optim::clip_grad_norm(ps, s.clip_norm) : optim::grad_norm(ps);
-    }
-    if (!std::isfinite(totals[0]) || !std::isfinite(gnorm)) {
-      ++s.skipped;
-      ++s.nonfinite_in_row;
-      s.display.line("update " + std::to_string(s.update + 1) + ": non-finite loss or gradient, skipped (" +
-                     std::to_string(s.nonfinite_in_row) + " in a row)");
-      CMHA_CHECK(s.nonfinite_in_row < s.max_nonfinite,
-                 std::to_string(s.nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
-                     s.saved_state());
-      continue;
-    }
-    s.nonfinite_in_row = 0;
-    const double lr = s.schedule->lr_at(s.update, static_cast<double>(s.update) / static_cast<double>(per_epoch));
-    s.optimizer->set_lr(lr);
-    {
-      backend::ProfilePhase phase("optimizer");
-      s.optimizer->step();
-      if (s.ema) s.ema->update();
-    }
-    ++s.update;
-    summary.mid_epoch = true;
-    const double update_seconds = seconds_since(t_update);
-    window_loss += totals[0];
-    window_units += totals[1];
-    window_correct += totals[2];
-    window_seconds += update_seconds;
-    total_units += totals[1];
-    total_seconds += update_seconds;
-
-    const bool log_now = s.update % s.log_every == 0;
-    if (log_now || s.display.interactive()) {
-      ProgressView v;
-      v.update = s.update;
-      v.planned = planned;
-      v.epoch = s.epoch + 1;
-      v.loss = window_loss / std::max(window_units, 1.0);
-      v.lr = lr;
-      v.gnorm = gnorm;
-      v.rate = window_units / std::max(window_seconds, 1e-9);
-      v.unit = unit;
-      // ETA from the mean wall time of this session's updates (validations included: they recur).
-      v.elapsed_s = seconds_since(t_start);
-      v.eta_s = v.elapsed_s / static_cast<double>(std::max<int64_t>(1, s.update - first_update)) *
-                static_cast<double>(std::max<int64_t>(0, planned - s.update));
-      s.display.bar(v);
-      if (log_now) {
-        s.log_row({{"split", "train"}, {"update", s.update}, {"epoch", v.epoch}, {"loss", v.loss},
-                   {"top1", 100.0 * window_correct / std::max(window_units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
-                   {unit + "_per_s", v.rate}, {"skipped_updates", s.skipped}});
-        s.display.line(render_log_line(v, s.display.interactive() ? static_cast<size_t>(terminal_width() - 1) : 0));
-        window_loss = window_units = window_correct = window_seconds = 0;
-      }
-    }
-    if (s.validate_every > 0 && s.update % s.validate_every == 0) summary.last_validation = s.validate(s.epoch + 1);
-    if (s.save_every > 0 && s.update % s.save_every == 0) {
-      s.save(checkpoint_name(s.update));
-      s.prune();
-    }
-    if (stop) {
-      s.save(checkpoint_name(s.update));
-      summary.interrupted = true;
-      break;
-    }
-  }
-  s.display.finish();
-  if (!summary.interrupted && !summary.early_stopped && s.saved_update != s.update)
-    s.save(checkpoint_name(s.update));  // the final state, when the run stopped between epochs
-  if (profile && s.comm.is_main()) {
-    backend::set_profiling(false);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    std::fprintf(stderr, "kernel profile (CMHA_PROFILE), per update:\n%s",
-                 backend::profile_table(backend::profile_rows(), wall, s.update - first_update).c_str());
-  }
-  summary.updates = s.update;
-  summary.epochs = s.epoch;
-  summary.skipped_updates = s.skipped;
-  summary.last_checkpoint = (fs::path(s.dir) / checkpoint_name(s.update)).string();
-  summary.seconds = seconds_since(t_start);
-  summary.units_per_s = total_units / std::max(total_seconds, 1e-9);
-  summary.unit = unit;
-  summary.best = s.best;
-  summary.best_metric = s.best_metric;
-  summary.peak_rss_mb = process_peak_rss_mb();
-  summary.peak_tensor_mb = peak_cpu_tensor_mb();
-  s.display.fields(summary_fields(summary));
-  return summary;
-}
+TrainSummary Trainer::run() { return impl_->run(); }
 
 std::vector<std::string> summary_fields(const TrainSummary& s) {
   std::string head = "cmha train: " + std::to_string(s.updates) + " updates in " + format_duration(s.seconds);

@@ -3,7 +3,7 @@
 // all-reduced through the communicator and averaged by the global number of
 // units, non-finite updates skipped, clipping, the optimiser
 // (optim/optimizer.h), LR schedule, EMA, validation, best/last checkpoints,
-// early stopping, metrics.jsonl (train/metrics_log.h) and the progress
+// early stopping, metrics.jsonl (run/metrics_log.h) and the progress
 // display (train/progress.h). A run resumes
 // bit-identically from its latest checkpoint.
 #include <cmath>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
-#include "train/recipe.h"
+#include "distributed/communicator.h"
+#include "run/recipe.h"
 #include "train/task.h"
 
 namespace cmha::train {
@@ -45,7 +45,7 @@ std::vector<std::string> summary_fields(const TrainSummary& s);
 
 class Trainer {
  public:
-  Trainer(const Recipe& recipe, Task& task, dist::Communicator& comm, TrainerHooks hooks = {});
+  Trainer(const run::Recipe& recipe, Task& task, distributed::Communicator& comm, TrainerHooks hooks = {});
   ~Trainer();
   TrainSummary run();
 
@@ -53,8 +53,5 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The checkpoint of the highest update in `dir` (checkpoint_<update>.safetensors), or "".
-std::string latest_checkpoint(const std::string& dir);
 
 }  // namespace cmha::train

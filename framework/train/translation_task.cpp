@@ -1,6 +1,6 @@
 #include "train/translation_task.h"
 
-#include "train/device.h"
+#include "run/device.h"
 
 #include <omp.h>
 
@@ -16,10 +16,13 @@
 #include "autograd/ops.h"
 #include "data/text_corpus.h"
 #include "eval/bleu.h"
-#include "train/average.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
-#include "train/translator.h"
+#include "eval/translator.h"
+#include "run/average.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
+#include "run/run_dir.h"
+#include "tensor/atomic_file.h"
+#include "tensor/clock.h"
 
 namespace cmha::train {
 
@@ -29,10 +32,6 @@ namespace {
 
 // Bumped whenever what goes into a cache changes (not its file format: that has its own version).
 constexpr uint64_t kCacheRecipe = 0x636d6861'74743031ull;  // "cmhatt01"
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Ranks other than 0 wait for rank 0 to write what they need (renamed into place, so whole when seen).
 void wait_for(const std::function<bool()>& ready, const std::string& what) {
@@ -117,10 +116,10 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> model_lengths(const data::
 
 }  // namespace
 
-TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank, int world)
+TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int rank, int world)
     : rank_(rank), world_(world) {
   const bool verbose = rank == 0;
-  const nn::TransformerConfig cfg = transformer_config(r);
+  const nn::TransformerConfig cfg = run::transformer_config(r);
   const std::string save_dir = r.string("train.save_dir");
   const std::string src_lang = r.string("data.source_lang"), tgt_lang = r.string("data.target_lang");
   CMHA_CHECK(src_lang != tgt_lang, "data.source_lang and data.target_lang are both '" + src_lang + "'");
@@ -149,9 +148,9 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
   final_.source_lang = src_lang;
   final_.target_lang = tgt_lang;
   final_.average_last = r.integer("eval.average_last");
-  final_.decoding = recipe_translator_options(r);  // also what `cmha translate` uses on this run's checkpoints
+  final_.decoding = eval::recipe_translator_options(r);  // also what `cmha translate` uses on this run's checkpoints
   // Checked now, not after hours of training.
-  check_decoding_budget(std::max(final_.decoding.search.beam, valid_beam_), final_.decoding.max_tokens,
+  eval::check_decoding_budget(std::max(final_.decoding.search.beam, valid_beam_), final_.decoding.max_tokens,
                         final_.decoding.max_source_tokens);
   if (!final_.test_prefix.empty()) {  // checked now: a missing test set should not surface after hours of training
     for (const std::string& lang : {src_lang, tgt_lang}) {
@@ -237,7 +236,7 @@ TranslationTask::TranslationTask(const Recipe& r, Generator& init_gen, int rank,
                                     " ranks (" + std::to_string(train_batcher_->kept()) + " pairs kept)");
   model_ = std::make_shared<nn::Transformer>(cfg, init_gen);
   // Initialised on the CPU (the same numbers on every device), then moved.
-  device_ = recipe_device(r);
+  device_ = run::recipe_device(r);
   model_->to(device_);
 }
 
@@ -339,12 +338,12 @@ std::map<std::string, double> TranslationTask::validate() {
                                         {"perplexity", std::exp(nll / n)},
                                         {"top1", 100.0 * correct / n}};
   if (!bleu_sources_.empty()) {
-    TranslatorOptions o;
+    eval::TranslatorOptions o;
     o.spm_path = spm_path_;
     o.search.beam = valid_beam_;
     o.max_tokens = final_.decoding.max_tokens;
     o.max_source_tokens = final_.decoding.max_source_tokens;
-    Translator translator(*model_, o);
+    eval::Translator translator(*model_, o);
     metrics["bleu"] = eval::corpus_bleu(translator.translate(bleu_sources_), bleu_references_).score;
   }
   model_->train();
@@ -354,26 +353,25 @@ std::map<std::string, double> TranslationTask::validate() {
 nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   if (final_.test_prefix.empty()) return nlohmann::json::object();
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> paths = update_checkpoints(run_dir);
+  std::vector<std::string> paths = run::update_checkpoints(run_dir);
   CMHA_CHECK(!paths.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint_<update>.safetensors");
   if (static_cast<int64_t>(paths.size()) > final_.average_last) paths.erase(paths.begin(), paths.end() - final_.average_last);
   const std::string averaged = (fs::path(run_dir) / "checkpoint_average.safetensors").string();
-  save_checkpoint(averaged, average_checkpoints(paths));
+  run::save_checkpoint(averaged, run::average_checkpoints(paths));
   std::fprintf(stderr, "eval: averaged %zu checkpoints (%s ... %s) into %s\n", paths.size(),
                fs::path(paths.front()).filename().c_str(), fs::path(paths.back()).filename().c_str(), averaged.c_str());
 
   const data::ParallelCorpus test =
       data::read_parallel_corpus(final_.test_prefix, final_.source_lang, final_.target_lang);
-  TranslatorOptions o = final_.decoding;
+  eval::TranslatorOptions o = final_.decoding;
   o.spm_path = spm_path_;
-  Translator translator(averaged, o);
+  eval::Translator translator(averaged, o);
   const std::vector<std::string> hyps = translator.translate(test.source, {}, "'" + test.source_path + "'");
   const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
   {
-    std::ofstream out(hyp_path, std::ios::binary | std::ios::trunc);
-    CMHA_CHECK(out.good(), "cannot write '" + hyp_path + "'");
-    for (const std::string& h : hyps) out << h << '\n';
-    CMHA_CHECK(out.good(), "writing '" + hyp_path + "' failed (disk full?)");
+    AtomicFile out(hyp_path);
+    for (const std::string& h : hyps) out.write(h + '\n');
+    out.commit();
   }
   const eval::BleuScore sacre = eval::corpus_bleu(hyps, test.target);
   eval::BleuOptions compound;  // the paper's tokenized BLEU: ##AT## compound split, no smoothing

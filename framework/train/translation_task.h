@@ -13,16 +13,16 @@
 #include "data/sentencepiece_vocab.h"
 #include "data/token_batches.h"
 #include "data/token_cache.h"
+#include "eval/translator.h"
 #include "nn/transformer.h"
-#include "train/recipe.h"
+#include "run/recipe.h"
 #include "train/task.h"
-#include "train/translator.h"
 
 namespace cmha::train {
 
 class TranslationTask : public Task {
  public:
-  TranslationTask(const Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
+  TranslationTask(const run::Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);
   nn::Module& model() override { return *model_; }
   const char* unit_name() const override { return "tokens"; }
   void start_epoch(int64_t epoch) override;
@@ -67,7 +67,7 @@ class TranslationTask : public Task {
   struct FinalEvaluation {
     std::string test_prefix, source_lang, target_lang;
     int64_t average_last = 5;
-    TranslatorOptions decoding;  // recipe_translator_options
+    eval::TranslatorOptions decoding;  // recipe_translator_options
   } final_;
   int rank_, world_;
   bool encoded_ = false;

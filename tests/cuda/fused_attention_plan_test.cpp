@@ -17,8 +17,8 @@
 #if CMHA_WITH_CUDNN
 #include "backend/cuda/fused_attention_plan.h"
 #include "nn/attention/attention.h"
-#include "train/model_config.h"
-#include "train/recipe.h"
+#include "run/model_config.h"
+#include "run/recipe.h"
 #endif
 
 namespace cmha {
@@ -134,13 +134,13 @@ struct Place {
   bool causal, key_padding;
 };
 
-std::vector<Place> places(const train::Recipe& r) {
+std::vector<Place> places(const run::Recipe& r) {
   if (r.string("model.kind") == "vit") {
-    const nn::VitConfig v = train::vit_config(r);
+    const nn::VitConfig v = run::vit_config(r);
     const int64_t tokens = v.num_patches() + 1 + (v.distillation_token ? 1 : 0);
     return {{"attention", v.attention, v.d_model, r.integer("data.batch_size"), tokens, tokens, false, false}};
   }
-  const nn::TransformerConfig t = train::transformer_config(r);
+  const nn::TransformerConfig t = run::transformer_config(r);
   const int64_t T = r.integer("data.max_len"), B = std::max<int64_t>(1, r.integer("data.max_tokens") / T);
   return {{"encoder", t.encoder_attention, t.d_model, B, T, T, false, true},
           {"decoder", t.decoder_attention, t.d_model, B, T, T, true, false},
@@ -236,7 +236,7 @@ TEST_F(FusedAttentionPlan, EveryShippedRecipeOnSm80AndSm90) {
   const auto& expected = expected_paths();
   size_t checked = 0;
   for (const std::string& file : shipped_recipes()) {
-    const train::Recipe r = train::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/" + file);
+    const run::Recipe r = run::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/" + file);
     for (const Place& p : places(r)) {
       Generator gen(1);
       const auto layer = nn::make_attention(p.config, p.d_model, gen);  // resolves key_dim/value_dim 0 and the scale

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 #include "support/check.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/tensor.h"
@@ -23,7 +23,7 @@ bool have_gpu() { return cuda_device_count() > 0 && !cuda_emulated(); }
 TEST(NcclOneGpu, WithoutAGpuTheCommunicatorIsAClearError) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present: NcclOneGpu.CollectivesAreTheIdentity covers it";
   const std::string e =
-      test::error_of([] { dist::NcclCommunicator(std::make_unique<dist::SingleCommunicator>(), 0, 30); });
+      test::error_of([] { distributed::NcclCommunicator(std::make_unique<distributed::SingleCommunicator>(), 0, 30); });
   EXPECT_FALSE(e.empty());
   EXPECT_EQ(e.find("internal error"), std::string::npos) << e;
   EXPECT_NE(e.find("cuda:0"), std::string::npos) << e;
@@ -31,15 +31,15 @@ TEST(NcclOneGpu, WithoutAGpuTheCommunicatorIsAClearError) {
 
 TEST(NcclOneGpu, CollectivesAreTheIdentity) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device here";
-  dist::NcclCommunicator c(std::make_unique<dist::SingleCommunicator>(), 0, 30);
+  distributed::NcclCommunicator c(std::make_unique<distributed::SingleCommunicator>(), 0, 30);
   EXPECT_EQ(c.size(), 1);
   const int64_t n = 1000003;
   Tensor x = Tensor::arange(n, DType::f32).to(Device::cuda(0));
   // Queued right after the kernel that fills x: the collective must see the filled values.
   Tensor y = add(x, x);
-  auto r = c.all_reduce_async(static_cast<float*>(y.raw_data()), static_cast<size_t>(n), dist::ReduceOp::sum);
+  auto r = c.all_reduce_async(static_cast<float*>(y.raw_data()), static_cast<size_t>(n), distributed::ReduceOp::sum);
   r->wait();
-  c.all_reduce(static_cast<float*>(y.raw_data()), static_cast<size_t>(n), dist::ReduceOp::average);
+  c.all_reduce(static_cast<float*>(y.raw_data()), static_cast<size_t>(n), distributed::ReduceOp::average);
   const std::vector<float> back = y.to(Device::cpu()).to_float_vector();
   EXPECT_EQ(back[0], 0.0f);
   EXPECT_EQ(back[12345], 24690.0f);
@@ -47,7 +47,7 @@ TEST(NcclOneGpu, CollectivesAreTheIdentity) {
   // bf16 round trip: one rank's sum is its own bits.
   Tensor h = Tensor::arange(4099, DType::f32).to(DType::bf16).to(Device::cuda(0));
   const Tensor before = h.to(Device::cpu());
-  c.all_reduce_async(static_cast<bf16*>(h.raw_data()), 4099, dist::ReduceOp::sum)->wait();
+  c.all_reduce_async(static_cast<bf16*>(h.raw_data()), 4099, distributed::ReduceOp::sum)->wait();
   EXPECT_TRUE(test::all_close(h.to(Device::cpu()).to(DType::f32), before.to(DType::f32), 0, 0));
   c.barrier();
 }

@@ -15,12 +15,12 @@
 #include <cstdlib>
 
 #include "cuda/parity.h"
+#include "distributed/launch.h"
 #include "support/check.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
 #include "train/bench.h"
-#include "dist/launch.h"
 
 using namespace cmha;
 using namespace cmha::test;
@@ -79,10 +79,10 @@ TEST_F(CudaParity, VisionTransformerTrainsAsOnTheCpu) {
 
 TEST_F(CudaParity, StepsAfterWarmupTakeNoNewDeviceMemory) {
   if (cuda_emulated()) GTEST_SKIP() << "the emulated device has no memory pool to count";
-  const train::Recipe recipe = train::Recipe::load(std::string(CMHA_SOURCE_DIR) +
+  const run::Recipe recipe = run::Recipe::load(std::string(CMHA_SOURCE_DIR) +
                                                        "/recipes/bench/transformer_small_collab_dk64.yaml",
                                                    {"train.device=cuda", "bench.batch_size=8"});
-  const auto comm = dist::make_communicator("single", dist::Launch{});
+  const auto comm = distributed::make_communicator("single", distributed::Launch{});
   const train::BenchResult r = train::run_training_benchmark(recipe, 3, 2, 0, *comm);
   EXPECT_EQ(r.gpu_pool_growths_timed, 0) << "the pool grew during the timed steps";
   EXPECT_GT(r.gpu_peak_reserved_mb, 0.0);

@@ -179,7 +179,7 @@ def dictionaries():
     import glob
     import re
     # Every part of every recipe key, from the registry's sources.
-    with open(os.path.join(ROOT, "framework/train/options.cpp")) as f:
+    with open(os.path.join(ROOT, "framework/run/options.cpp")) as f:
         parts = {p for path in re.findall(r'(?:add|choice)\("([a-z_0-9.]+)"', f.read()) for p in path.split(".")}
     for src in glob.glob(os.path.join(ROOT, "framework/nn/attention/*.cpp")):
         with open(src) as f:

@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "fuzz_scratch.h"
+#include "run/options.h"
+#include "run/recipe.h"
 #include "tensor/error.h"
-#include "train/options.h"
-#include "train/recipe.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using cmha::train::OptionType;
-using cmha::train::Recipe;
+using cmha::run::OptionType;
+using cmha::run::Recipe;
 
 struct Input {
   std::string main;
@@ -62,7 +62,7 @@ Input split(const std::string& text) {
 
 // Every key resolves to its registered type, and the dump parses back to itself.
 void check_resolved(const Recipe& r) {
-  for (const auto& spec : cmha::train::option_registry()) {
+  for (const auto& spec : cmha::run::option_registry()) {
     switch (spec.type) {
       case OptionType::integer: (void)r.integer(spec.path); break;
       case OptionType::real: (void)r.real(spec.path); break;

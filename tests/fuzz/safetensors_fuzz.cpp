@@ -6,15 +6,15 @@
 #include <cstdlib>
 
 #include "fuzz_scratch.h"
+#include "run/checkpoint.h"
+#include "run/recipe.h"
 #include "tensor/error.h"
 #include "tensor/safetensors.h"
-#include "train/checkpoint.h"
-#include "train/recipe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = cmha::fuzz::write_scratch("input.safetensors", data, size);
   try {
-    const cmha::train::Checkpoint c = cmha::train::load_checkpoint(path);
+    const cmha::run::Checkpoint c = cmha::run::load_checkpoint(path);
     uint64_t sum = 0;
     for (const auto* group : {&c.weights, &c.optimizer, &c.ema})
       for (const auto& [name, t] : *group) {
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!t.is_contiguous() || t.nbytes() > size) std::abort();
         sum += cmha::fuzz::touch(t.raw_data(), t.nbytes());
       }
-    (void)cmha::train::Recipe::parse(c.recipe, path + " (recipe)").dump();
+    (void)cmha::run::Recipe::parse(c.recipe, path + " (recipe)").dump();
     return static_cast<int>(sum & 0);
   } catch (const cmha::Error&) {
   }

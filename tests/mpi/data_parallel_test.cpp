@@ -4,14 +4,14 @@
 #include <gtest/gtest.h>
 
 #ifdef CMHA_WITH_NCCL
-#include "dist/nccl_api.h"
+#include "distributed/nccl_api.h"
 #endif
 
 #include <filesystem>
 
 #include "mpi_test_support.h"
+#include "run/checkpoint.h"
 #include "support/check.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cmha;
@@ -31,19 +31,19 @@ std::vector<float> weights_of(train::Task& task) {
 }
 
 // Trains a fresh task of `batch` samples per rank on `comm` (resuming from `dir` when asked).
-std::vector<float> train_weights(dist::Communicator& comm, const std::string& dir, int64_t batch, int64_t epochs,
+std::vector<float> train_weights(distributed::Communicator& comm, const std::string& dir, int64_t batch, int64_t epochs,
                                  const std::string& extra = "", bool resume = false) {
   ShardedRegressionTask task(comm.rank(), comm.size(), batch);
   train::TrainerHooks hooks;
   hooks.resume = resume;
-  const train::Recipe recipe = regression_recipe(dir, epochs, extra);
+  const run::Recipe recipe = regression_recipe(dir, epochs, extra);
   train::Trainer(recipe, task, comm, hooks).run();
   return weights_of(task);
 }
 
 // The same run on one process alone (every rank computes it, no communication).
 std::vector<float> single_process_weights(int64_t batch, int64_t epochs, const std::string& extra = "") {
-  dist::SingleCommunicator alone;
+  distributed::SingleCommunicator alone;
   const std::string dir = test::temp_dir("dp_single");
   const auto w = train_weights(alone, dir, batch, epochs, extra);
   fs::remove_all(dir);
@@ -72,7 +72,7 @@ std::vector<float> rank0(std::vector<float> v) {
 TEST(Collectives, NcclUniqueIdIsTheSameOnEveryRank) {
   std::string id;
   try {
-    id = dist::exchange_nccl_unique_id(world());
+    id = distributed::exchange_nccl_unique_id(world());
   } catch (const Error& e) {
     GTEST_SKIP() << "NCCL cannot start here: " << e.what();
   }
@@ -84,27 +84,27 @@ TEST(Collectives, NcclUniqueIdIsTheSameOnEveryRank) {
 #endif
 
 TEST(Collectives, ReduceBroadcastGatherScatter) {
-  dist::Communicator& c = world();
+  distributed::Communicator& c = world();
   ASSERT_EQ(c.size(), 2) << "run under mpirun -np 2";
   const float r = static_cast<float>(c.rank());
   std::vector<float> a = {r + 1, 10 * r};
-  c.all_reduce(a.data(), a.size(), dist::ReduceOp::sum);
+  c.all_reduce(a.data(), a.size(), distributed::ReduceOp::sum);
   EXPECT_EQ(a, (std::vector<float>{3, 10}));
   std::vector<double> d = {r + 1.0};
-  c.all_reduce(d.data(), d.size(), dist::ReduceOp::average);
+  c.all_reduce(d.data(), d.size(), distributed::ReduceOp::average);
   EXPECT_EQ(d[0], 1.5);
   std::vector<float> async = {r, 2 * r};
-  auto req = c.all_reduce_async(async.data(), async.size(), dist::ReduceOp::average);
+  auto req = c.all_reduce_async(async.data(), async.size(), distributed::ReduceOp::average);
   req->wait();
   EXPECT_TRUE(req->test());
   EXPECT_EQ(async, (std::vector<float>{0.5f, 1.0f}));
   // bf16 values, the sum rounded to bf16: (1 + 2^-7) + 2^-8 needs 8 mantissa bits and ties to even, 1 + 2^-6.
   std::vector<bf16> h = {float_to_bf16(c.rank() == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256), float_to_bf16(-3.0f)};
-  c.all_reduce_async(h.data(), h.size(), dist::ReduceOp::sum)->wait();
+  c.all_reduce_async(h.data(), h.size(), distributed::ReduceOp::sum)->wait();
   EXPECT_EQ(bf16_to_float(h[0]), 1.0f + 1.0f / 64);
   EXPECT_EQ(bf16_to_float(h[1]), -6.0f);
   std::vector<bf16> m = {float_to_bf16(r + 1)};
-  c.all_reduce_async(m.data(), m.size(), dist::ReduceOp::average)->wait();
+  c.all_reduce_async(m.data(), m.size(), distributed::ReduceOp::average)->wait();
   EXPECT_EQ(bf16_to_float(m[0]), 1.5f);
 
   std::vector<float> b = {r + 7};
@@ -120,9 +120,9 @@ TEST(Collectives, ReduceBroadcastGatherScatter) {
   // [rank r sends (r, r+1 | r+2, r+3)]: rank 0 gets 0+1, 1+2; rank 1 gets 2+3, 3+4.
   const std::vector<float> blocks = {r, r + 1, r + 2, r + 3};
   std::vector<float> part(2), part_async(2);
-  c.reduce_scatter(blocks.data(), part.data(), 2, dist::ReduceOp::sum);
+  c.reduce_scatter(blocks.data(), part.data(), 2, distributed::ReduceOp::sum);
   EXPECT_EQ(part, c.rank() == 0 ? (std::vector<float>{1, 3}) : (std::vector<float>{5, 7}));
-  c.reduce_scatter_async(blocks.data(), part_async.data(), 2, dist::ReduceOp::average)->wait();
+  c.reduce_scatter_async(blocks.data(), part_async.data(), 2, distributed::ReduceOp::average)->wait();
   EXPECT_EQ(part_async, c.rank() == 0 ? (std::vector<float>{0.5f, 1.5f}) : (std::vector<float>{2.5f, 3.5f}));
   const auto bytes = c.all_gather_bytes(std::string(static_cast<size_t>(3 * c.rank()), 'x'));
   EXPECT_EQ(bytes, (std::vector<std::string>{"", "xxx"}));
@@ -190,11 +190,11 @@ TEST(DataParallel, ATwoRankCheckpointResumesOnOneRank) {
   if (world().is_main()) {
     // Resume mid-epoch (update 15 of 16, epoch 2) on one process with the whole batch.
     EXPECT_TRUE(fs::remove(dir + "/checkpoint_16.safetensors"));
-    const train::Checkpoint c = train::load_checkpoint(dir + "/checkpoint_15.safetensors");
+    const run::Checkpoint c = run::load_checkpoint(dir + "/checkpoint_15.safetensors");
     EXPECT_EQ(c.trainer.at("world_size"), 2);
     EXPECT_EQ(c.trainer.at("ranks").size(), 2u);
     EXPECT_EQ(c.trainer.at("bucket_order").size(), 4u);  // a resume on 2 ranks exchanges the same buckets
-    dist::SingleCommunicator alone;
+    distributed::SingleCommunicator alone;
     const auto resumed = train_weights(alone, dir, 8, 3, "train: {save_every: 3}", true);
     EXPECT_TRUE(close(resumed, single_process_weights(8, 3), 2e-5f));
     fs::remove_all(dir);

@@ -10,18 +10,18 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "dist/launch.h"
+#include "distributed/launch.h"
 #include "mpi_test_support.h"
 #include "train/trainer.h"
 
 namespace cmha::mpitest {
 
 namespace {
-std::unique_ptr<dist::Communicator> g_world;
+std::unique_ptr<distributed::Communicator> g_world;
 
 int failure_drill(const std::string& dir) {
-  dist::Communicator& comm = world();
-  return dist::run_or_abort(comm, [&] {
+  distributed::Communicator& comm = world();
+  return distributed::run_or_abort(comm, [&] {
     ShardedRegressionTask task(comm.rank(), comm.size(), 4);
     train::TrainerHooks hooks;
     int64_t polls = 0;
@@ -35,7 +35,7 @@ int failure_drill(const std::string& dir) {
 }
 }  // namespace
 
-dist::Communicator& world() { return *g_world; }
+distributed::Communicator& world() { return *g_world; }
 
 }  // namespace cmha::mpitest
 
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   using namespace cmha;
   // The same suites run under mpirun (mpi) and under torchrun-style variables (gloo).
   const char* backend = std::getenv("CMHA_TEST_DIST_BACKEND");
-  mpitest::g_world = dist::make_communicator(backend ? backend : "mpi", dist::launch_from_environment());
+  mpitest::g_world = distributed::make_communicator(backend ? backend : "mpi", distributed::launch_from_environment());
   if (argc == 3 && std::strcmp(argv[1], "--failure-drill") == 0) return mpitest::failure_drill(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -86,8 +86,8 @@ void ShardedRegressionTask::restore_data_state(const nlohmann::json& s) {
   position_ = s.at("position").get<int64_t>() * s.at("world").get<int64_t>() / world_;
 }
 
-train::Recipe regression_recipe(const std::string& dir, int64_t epochs, const std::string& extra) {
-  return train::Recipe::parse("optim: {name: adam, lr: 0.01, betas: [0.9, 0.999], eps: 1e-8}\n"
+run::Recipe regression_recipe(const std::string& dir, int64_t epochs, const std::string& extra) {
+  return run::Recipe::parse("optim: {name: adam, lr: 0.01, betas: [0.9, 0.999], eps: 1e-8}\n"
                               "lr: {schedule: constant, warmup: 0}\n"
                               "train: {save_dir: " + dir + ", max_epochs: " + std::to_string(epochs) +
                                   ", log_every: 1000, keep_last: 0, dist_bucket_mb: 0.00005}\n" + extra,

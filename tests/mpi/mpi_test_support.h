@@ -5,14 +5,14 @@
 #include <memory>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nn/layers.h"
-#include "train/recipe.h"
+#include "run/recipe.h"
 #include "train/task.h"
 
 namespace cmha::mpitest {
 
-dist::Communicator& world();
+distributed::Communicator& world();
 
 // A directory every rank sees: rank 0's fresh temporary directory.
 std::string shared_temp_dir(const std::string& tag);
@@ -44,6 +44,6 @@ class ShardedRegressionTask : public train::Task {
 
 // The recipe of the data-parallel tests: Adam, a constant rate, `epochs` epochs, run dir `dir`,
 // buckets of 52 bytes (three for the four parameters).
-train::Recipe regression_recipe(const std::string& dir, int64_t epochs, const std::string& extra = "");
+run::Recipe regression_recipe(const std::string& dir, int64_t epochs, const std::string& extra = "");
 
 }  // namespace cmha::mpitest

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fixtures of checkpoint interop (framework/train/interop.h, tests/unit/interop_test.cpp):
+"""Fixtures of checkpoint interop (framework/interop/import_export.h, tests/unit/interop_test.cpp):
 small random timm, Hugging Face and fairseq models (interop_models.py), each as
   interop_<name>.safetensors     the state dict as its framework names it, with
                                  metadata {"format": "pt"} as PyTorch tools save it

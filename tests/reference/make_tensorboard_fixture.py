@@ -2,7 +2,7 @@
 """Writes tests/data/tensorboard/events.golden: a TensorBoard event file made with
 Google's protobuf library (Debian's python3-protobuf) from the field numbers of
 tensorboard/compat/proto/event.proto and summary.proto, framed as TFRecord with
-a bit-by-bit CRC-32C. cmha's writer (framework/train/tensorboard.cpp, table
+a bit-by-bit CRC-32C. cmha's writer (framework/run/tensorboard.cpp, table
 driven) must produce the same bytes for the same events. CI only reads the file.
 
 Run: /usr/bin/python3 tests/reference/make_tensorboard_fixture.py

@@ -39,8 +39,8 @@ std::string toy_dir(const std::string& tag) {
   return dir;
 }
 
-train::Recipe toy_recipe(const std::string& dir, const std::vector<std::string>& overrides) {
-  return train::Recipe::parse(
+run::Recipe toy_recipe(const std::string& dir, const std::vector<std::string>& overrides) {
+  return run::Recipe::parse(
       "model: {kind: transformer, d_model: 32, ffn_dim: 64, encoder_layers: 1, decoder_layers: 1, vocab_size: 100,\n"
       "        dropout: 0.0, attention: {heads: 2}}\n"
       "optim: {name: adam, lr: 0.005, betas: [0.9, 0.98], eps: 1e-9}\n"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "train/recipe.h"
+#include "run/recipe.h"
 
 namespace cmha::test {
 
@@ -16,6 +16,6 @@ void write_toy_corpus(const std::string& prefix, int lines, uint32_t seed);
 std::string toy_dir(const std::string& tag);
 // A 1+1-layer transformer (d_model 32) trained 40 updates on toy_dir's corpus,
 // run directory <dir>/run; `overrides` as key.path=value.
-train::Recipe toy_recipe(const std::string& dir, const std::vector<std::string>& overrides = {});
+run::Recipe toy_recipe(const std::string& dir, const std::vector<std::string>& overrides = {});
 
 }  // namespace cmha::test

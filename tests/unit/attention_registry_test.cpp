@@ -13,9 +13,9 @@
 #include "nn/positional.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
+#include "run/model_config.h"
+#include "run/options.h"
 #include "support/check.h"
-#include "train/model_config.h"
-#include "train/options.h"
 
 using namespace cmha;
 
@@ -54,11 +54,11 @@ TEST(AttentionRegistry, TypesAndKeysInRecipeOrder) {
 TEST(AttentionRegistry, EveryPlaceHasEveryKeyInTheOptionRegistry) {
   for (const auto& place : nn::attention_places())
     for (const auto& k : nn::attention_keys()) {
-      const train::OptionSpec* spec = train::find_option("model." + place.name + "." + k.name);
+      const run::OptionSpec* spec = run::find_option("model." + place.name + "." + k.name);
       ASSERT_NE(spec, nullptr) << place.name << "." << k.name;
       EXPECT_EQ(spec->choices, k.choices);
-      EXPECT_EQ(spec->min, k.min.value_or(-train::kUnbounded));
-      EXPECT_EQ(spec->max, k.max.value_or(train::kUnbounded));
+      EXPECT_EQ(spec->min, k.min.value_or(-run::kUnbounded));
+      EXPECT_EQ(spec->max, k.max.value_or(run::kUnbounded));
       if (place.inherits.empty()) {
         EXPECT_EQ(spec->default_value, k.default_value);
         EXPECT_EQ(spec->help, k.help);
@@ -70,10 +70,10 @@ TEST(AttentionRegistry, EveryPlaceHasEveryKeyInTheOptionRegistry) {
 }
 
 TEST(AttentionRegistry, RecipeKeysReachTheConfig) {
-  const train::Recipe r = train::Recipe::parse(
+  const run::Recipe r = run::Recipe::parse(
       "model: {attention: {type: grouped, heads: 6, kv_heads: 3, dropout: 0.25, bias: false, mixing_init: uniform},\n"
       "        cross_attention: {type: talking_heads, talking_init: normal, talking_std: 0.5}}\n");
-  const nn::AttentionConfig enc = train::attention_config(r, "model.encoder_attention");
+  const nn::AttentionConfig enc = run::attention_config(r, "model.encoder_attention");
   EXPECT_EQ(enc.type, "grouped");
   EXPECT_EQ(enc.heads, 6);
   EXPECT_EQ(enc.kv_heads, 3);
@@ -81,7 +81,7 @@ TEST(AttentionRegistry, RecipeKeysReachTheConfig) {
   EXPECT_FALSE(enc.bias);
   EXPECT_EQ(enc.mixing_init, "uniform");
   EXPECT_TRUE(enc.extra.empty());
-  const nn::AttentionConfig cross = train::attention_config(r, "model.cross_attention");
+  const nn::AttentionConfig cross = run::attention_config(r, "model.cross_attention");
   EXPECT_EQ(cross.type, "talking_heads");
   EXPECT_EQ(cross.talking_init, "normal");
   EXPECT_EQ(cross.talking_std, 0.5f);

@@ -15,12 +15,12 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "eval/beam_search.h"
-#include "train/translator.h"
+#include "eval/translator.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
-#include "train/recipe.h"
 
 // Exported by libsentencepiece but declared in no installed header.
 namespace sentencepiece::logging {
@@ -30,8 +30,8 @@ int GetMinLogLevel();
 
 using namespace cmha;
 using namespace cmha::eval;
-using cmha::train::Translator;  // the translator is the training side's (it loads checkpoints)
-using cmha::train::TranslatorOptions;
+using cmha::eval::Translator;  // the translator is the training side's (it loads checkpoints)
+using cmha::eval::TranslatorOptions;
 using nn::AttentionConfig;
 using nn::Transformer;
 using nn::TransformerConfig;
@@ -527,8 +527,7 @@ TEST(BeamSearch, ReorderCacheMovesEveryTensorAlongTheBatch) {
       for (auto [now, old, moved] : {std::tuple{&cache.self_attn[l], &before.self_attn[l], true},
                                      std::tuple{&cache.cross_attn[l], &before.cross_attn[l], false}}) {
         EXPECT_EQ(now->length, old->length);
-        for (auto [a, b] : {std::pair{now->key, old->key}, std::pair{now->value, old->value},
-                            std::pair{now->content_bias, old->content_bias}}) {
+        for (auto [a, b] : {std::pair{now->key, old->key}, std::pair{now->value, old->value}}) {
           ASSERT_EQ(a.defined(), b.defined());
           if (!a.defined()) continue;
           if (!moved) {
@@ -607,15 +606,15 @@ const char* kTinyRecipe =
 
 // A random-weight transformer checkpoint as a training run would save it.
 void save_tiny_checkpoint(const std::string& path, const std::string& recipe_text) {
-  const train::Recipe recipe = train::Recipe::parse(recipe_text);
-  train::Checkpoint c;
+  const run::Recipe recipe = run::Recipe::parse(recipe_text);
+  run::Checkpoint c;
   c.recipe = recipe.dump();
   if (recipe.string("model.kind") == "transformer") {
     Generator gen(5);
-    Transformer model(train::transformer_config(recipe), gen);
+    Transformer model(run::transformer_config(recipe), gen);
     for (auto& [name, p] : model.named_parameters()) c.weights[name] = p.detach().clone();
   }
-  train::save_checkpoint(path, c);
+  run::save_checkpoint(path, c);
 }
 
 }  // namespace

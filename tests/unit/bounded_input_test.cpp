@@ -10,13 +10,13 @@
 #include <sstream>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
+#include "eval/translator.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
-#include "train/translator.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -31,10 +31,10 @@ std::string trained_toy_run(const std::string& tag) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   const std::string dir = test::toy_dir(tag);
-  const train::Recipe r = test::toy_recipe(dir, {"train.max_updates=5"});
+  const run::Recipe r = test::toy_recipe(dir, {"train.max_updates=5"});
   Generator g(3);
   train::TranslationTask task(r, g);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   train::Trainer(r, task, comm).run();
   omp_set_num_threads(threads);
   return dir;
@@ -71,26 +71,26 @@ TEST(BoundedInput, TranslateCutsALongLineNamingItAndKeepsTheLines) {
 
 TEST(BoundedInput, TranslatorBoundsTheOutputLikeTheSource) {
   const std::string dir = trained_toy_run("bounded_output");
-  train::TranslatorOptions o;
+  eval::TranslatorOptions o;
   o.search.max_len_a = 1000;  // would allow 1000 × the source length
   o.max_source_tokens = 12;
-  train::Translator t(dir + "/run/checkpoint_5.safetensors", o);
+  eval::Translator t(dir + "/run/checkpoint_5.safetensors", o);
   EXPECT_EQ(t.max_source_tokens(), 12);
   EXPECT_EQ(t.search_options().max_len_cap, 12);
   const std::vector<eval::Hypothesis> hyps = t.translate_ids({t.encode(long_line(2))});
   ASSERT_EQ(hyps.size(), 1u);
   EXPECT_LE(hyps[0].tokens.size(), 12u);
   // The recipe's value when the option is 0: 4 × data.max_len.
-  train::Translator automatic(dir + "/run/checkpoint_5.safetensors");
+  eval::Translator automatic(dir + "/run/checkpoint_5.safetensors");
   EXPECT_EQ(automatic.max_source_tokens(), 160);
   fs::remove_all(dir);
 }
 
 TEST(BoundedInput, SourceLimitFollowsTheRecipeAndLearnedPositions) {
   const std::string dir = test::temp_dir("bounded_limit");
-  EXPECT_EQ(train::source_token_limit(test::toy_recipe(dir)), 160);
-  EXPECT_EQ(train::source_token_limit(test::toy_recipe(dir, {"eval.max_source_tokens=77"})), 77);
-  EXPECT_EQ(train::source_token_limit(
+  EXPECT_EQ(eval::source_token_limit(test::toy_recipe(dir)), 160);
+  EXPECT_EQ(eval::source_token_limit(test::toy_recipe(dir, {"eval.max_source_tokens=77"})), 77);
+  EXPECT_EQ(eval::source_token_limit(
                 test::toy_recipe(dir, {"model.positions=learned", "model.max_positions=100"})),
             100);
   fs::remove_all(dir);
@@ -116,8 +116,8 @@ TEST(BoundedInput, ABeamTooWideForTheBatchIsRefusedUpFront) {
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "decoder positions")) << r.output;
   EXPECT_TRUE(has(r.output, "--beam")) << r.output;
-  EXPECT_NO_THROW(train::check_decoding_budget(4, 4096, 1024));
-  EXPECT_THROW(train::check_decoding_budget(64, 1 << 20, 1024), Error);
+  EXPECT_NO_THROW(eval::check_decoding_budget(4, 4096, 1024));
+  EXPECT_THROW(eval::check_decoding_budget(64, 1 << 20, 1024), Error);
   // The recipe's final-evaluation beam is checked when the task is built, not after training.
   Generator g(1);
   const std::string message = test::error_of(

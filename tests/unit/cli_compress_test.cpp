@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "nn/vit.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
 #include "support/check.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -19,18 +19,18 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 // A small concat ViT checkpoint (4 heads, D_k 24, 2 blocks).
 std::string write_concat_vit(const std::string& dir) {
-  const train::Recipe r = train::Recipe::parse(
+  const run::Recipe r = run::Recipe::parse(
       "model: {kind: vit, image_size: 8, patch_size: 4, channels: 1, num_classes: 3, d_model: 16, depth: 2,\n"
       "        ffn_dim: 32, attention: {type: concat, heads: 4, key_dim: 24}}\n"
       "train: {save_dir: " + dir + "/run}\n");
   Generator gen(1);
-  nn::VisionTransformer model(train::vit_config(r), gen);
-  train::Checkpoint c;
+  nn::VisionTransformer model(run::vit_config(r), gen);
+  run::Checkpoint c;
   for (auto& [name, p] : model.named_parameters()) c.weights[name] = p;
   c.recipe = r.dump();
   c.trainer = {{"update", 3}, {"epoch", 0}};
   const std::string path = dir + "/concat.safetensors";
-  train::save_checkpoint(path, c);
+  run::save_checkpoint(path, c);
   return path;
 }
 
@@ -44,11 +44,11 @@ TEST(CliCompress, CompressesInfoShowsItAndHeadsAnalysesBoth) {
   EXPECT_TRUE(has(r.output, "blocks.1.attn.")) << r.output;
   EXPECT_TRUE(has(r.output, "5 it")) << r.output;
   EXPECT_TRUE(has(r.output, "fine-tune with: cmha train " + dir + "/small.yaml")) << r.output;
-  const train::Recipe tune = train::Recipe::load(dir + "/small.yaml");
+  const run::Recipe tune = run::Recipe::load(dir + "/small.yaml");
   EXPECT_EQ(tune.string("train.init_from"), out);
   EXPECT_EQ(tune.string("train.save_dir"), dir + "/small_finetune");
   EXPECT_EQ(tune.integer("model.attention.key_dim"), 12);
-  const train::Checkpoint c = train::load_checkpoint(out);
+  const run::Checkpoint c = run::load_checkpoint(out);
   EXPECT_TRUE(c.optimizer.empty());
   EXPECT_EQ(c.weights.at("blocks.0.attn.mixing").shape(), (Shape{4, 12}));
 

@@ -5,11 +5,11 @@
 
 #include <filesystem>
 
+#include "run/checkpoint.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "tensor/safetensors.h"
-#include "train/checkpoint.h"
-#include "train/recipe.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -30,7 +30,7 @@ TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
   EXPECT_TRUE(has(r.output, "read timm DeiT with a distillation token: d_model 16, 2 blocks, 4 heads")) << r.output;
   EXPECT_TRUE(has(r.output, "4 heads, given by --heads")) << r.output;
   EXPECT_TRUE(has(r.output, "and its recipe " + dir + "/deit.yaml")) << r.output;
-  const train::Recipe tune = train::Recipe::load(dir + "/deit.yaml");
+  const run::Recipe tune = run::Recipe::load(dir + "/deit.yaml");
   EXPECT_EQ(tune.string("train.init_from"), deit);
   EXPECT_EQ(tune.string("model.kind"), "vit");
 
@@ -61,7 +61,7 @@ TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
   const SafetensorsFile w = load_safetensors(dir + "/w.safetensors");
   EXPECT_EQ(w.tensors.at("blocks.0.attn.mixing").dtype(), DType::f16);
   EXPECT_EQ(w.metadata, (std::map<std::string, std::string>{{"format", "pt"}}));
-  EXPECT_EQ(w.tensors.size(), train::load_checkpoint(dir + "/small.safetensors").weights.size());
+  EXPECT_EQ(w.tensors.size(), run::load_checkpoint(dir + "/small.safetensors").weights.size());
   fs::remove_all(dir);
 }
 

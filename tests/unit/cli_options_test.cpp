@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "nn/vit.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
 #include "support/check.h"
 #include "support/files.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -34,13 +34,13 @@ std::string line_with(const std::string& text, const std::string& part) {
 // A tiny ViT checkpoint with optimiser and EMA state; its stored recipe is
 // `stored_recipe` (as an older cmha wrote it) or the recipe's dump.
 std::string write_vit_checkpoint(const std::string& dir, const std::string& stored_recipe = "") {
-  const train::Recipe r = train::Recipe::parse(
+  const run::Recipe r = run::Recipe::parse(
       "model: {kind: vit, image_size: 8, patch_size: 4, channels: 1, num_classes: 3, d_model: 16, depth: 1,\n"
       "        ffn_dim: 32, attention: {type: collaborative, heads: 2, key_dim: 8}}\n"
       "train: {task: image_classification, save_dir: " + dir + "/run}\n");
   Generator gen(1);
-  nn::VisionTransformer model(train::vit_config(r), gen);
-  train::Checkpoint c;
+  nn::VisionTransformer model(run::vit_config(r), gen);
+  run::Checkpoint c;
   for (auto& [name, p] : model.named_parameters()) {
     c.weights[name] = p;
     c.ema[name] = p;
@@ -49,7 +49,7 @@ std::string write_vit_checkpoint(const std::string& dir, const std::string& stor
   c.recipe = stored_recipe.empty() ? r.dump() : stored_recipe;
   c.trainer = {{"update", 7}, {"epoch", 1}};
   const std::string path = dir + "/vit.safetensors";
-  train::save_checkpoint(path, c);
+  run::save_checkpoint(path, c);
   return path;
 }
 
@@ -177,7 +177,7 @@ TEST(CliOptions, InfoListsTheTensorsAndTheSummaryAsJson) {
     saw_ema = saw_ema || line.rfind("ema.", 0) == 0;
     saw_optimizer = saw_optimizer || (line.rfind("optimizer.exp_avg.cls_token ", 0) == 0);
   }
-  const train::Checkpoint c = train::load_checkpoint(ckpt);
+  const run::Checkpoint c = run::load_checkpoint(ckpt);
   EXPECT_EQ(count, c.weights.size() + c.ema.size() + c.optimizer.size()) << r.output;
   EXPECT_TRUE(saw_patch && saw_ema && saw_optimizer) << r.output;
 

@@ -11,15 +11,16 @@
 #include <fstream>
 
 #include "data/idx.h"
+#include "run/checkpoint.h"
+#include "run/run_dir.h"
 #include "support/check.h"
 #include "support/tiny_images.h"
 #include "tensor/safetensors.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cmha;
-using cmha::train::latest_checkpoint;
-using cmha::train::load_checkpoint;
+using cmha::run::latest_checkpoint;
+using cmha::run::load_checkpoint;
 namespace fs = std::filesystem;
 
 namespace {

@@ -14,8 +14,8 @@
 #include "nn/attention/concat.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
+#include "run/model_config.h"
 #include "support/check.h"
-#include "train/model_config.h"
 
 using namespace cmha;
 using test::error_of;
@@ -38,7 +38,7 @@ void randomise(nn::Module& m, uint64_t seed) {
 void load(nn::Module& m, const std::map<std::string, Tensor>& w) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : m.named_parameters()) params[name] = p;
-  train::restore_weights("converted", w, params);  // every name and shape must match
+  run::restore_weights("converted", w, params);  // every name and shape must match
 }
 
 // Pre-softmax scores [B, H, Tq, Tk] of each layer, from its parameters.
@@ -79,15 +79,15 @@ LayerPair converted_pair(int64_t shared) {
   return p;
 }
 
-train::Recipe vit_recipe(const std::string& attention_type = "concat") {
-  return train::Recipe::parse(
+run::Recipe vit_recipe(const std::string& attention_type = "concat") {
+  return run::Recipe::parse(
       "model: {kind: vit, image_size: 8, patch_size: 4, channels: 1, num_classes: 3, d_model: 16, depth: 2,\n"
       "        ffn_dim: 32, dropout: 0.0, drop_path: 0.0,\n"
       "        attention: {type: " + attention_type + ", heads: 4, key_dim: 24, mixing_init: normal}}\n");
 }
 
-train::Checkpoint checkpoint_of(const nn::Module& m, const train::Recipe& r) {
-  train::Checkpoint c;
+run::Checkpoint checkpoint_of(const nn::Module& m, const run::Recipe& r) {
+  run::Checkpoint c;
   c.weights = weights_of(m);
   c.recipe = r.dump();
   c.trainer = {{"update", 7}};
@@ -151,61 +151,61 @@ TEST(CompressConvert, LowRankLayerIsCollaborativeOfTheAskedWidth) {
 
 TEST(CompressConvert, VitCheckpointKeepsItsOutputsAndScale) {
   autograd::NoGradGuard ng;
-  const train::Recipe r = vit_recipe();
+  const run::Recipe r = vit_recipe();
   Generator gen(4);
-  nn::VisionTransformer model(train::vit_config(r), gen);
+  nn::VisionTransformer model(run::vit_config(r), gen);
   randomise(model, 5);
   model.eval();
   CompressOptions opt;
   opt.shared_dim = 24;
   std::vector<LayerReport> reports;
-  const train::Checkpoint out =
+  const run::Checkpoint out =
       compress_checkpoint(checkpoint_of(model, r), "in.safetensors", opt, [&](const LayerReport& l) { reports.push_back(l); });
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[1].prefix, "blocks.1.attn.");
   EXPECT_TRUE(reports[0].exact);
   EXPECT_TRUE(out.optimizer.empty());
   EXPECT_EQ(out.trainer.at("compressed_from"), "in.safetensors");
-  const train::Recipe r2 = train::Recipe::parse(out.recipe);
+  const run::Recipe r2 = run::Recipe::parse(out.recipe);
   EXPECT_EQ(r2.string("model.attention.type"), "collaborative");
   EXPECT_EQ(r2.integer("model.attention.key_dim"), 24);
   EXPECT_NEAR(r2.real("model.attention.scale"), 1.0 / std::sqrt(6.0), 1e-8);  // concat's 1/√(D_k/H), kept
-  nn::VisionTransformer converted(train::vit_config(r2), gen);
+  nn::VisionTransformer converted(run::vit_config(r2), gen);
   load(converted, out.weights);
   converted.eval();
   const Tensor images = test::random_tensor({3, 1, 8, 8}, 6);
   EXPECT_TRUE(test::all_close(converted.forward(images), model.forward(images), 1e-4f, 0));
 
   opt.shared_dim = 12;  // half: a recipe and weights that still build and load
-  const train::Checkpoint half = compress_checkpoint(checkpoint_of(model, r), "in.safetensors", opt);
-  const train::Recipe r3 = train::Recipe::parse(half.recipe);
+  const run::Checkpoint half = compress_checkpoint(checkpoint_of(model, r), "in.safetensors", opt);
+  const run::Recipe r3 = run::Recipe::parse(half.recipe);
   EXPECT_EQ(r3.integer("model.attention.key_dim"), 12);
-  nn::VisionTransformer small(train::vit_config(r3), gen);
+  nn::VisionTransformer small(run::vit_config(r3), gen);
   load(small, half.weights);
 }
 
 TEST(CompressConvert, TransformerPlacesAreChosenAndOutputsKept) {
   autograd::NoGradGuard ng;
-  const train::Recipe r = train::Recipe::parse(
+  const run::Recipe r = run::Recipe::parse(
       "model: {kind: transformer, vocab_size: 11, d_model: 16, ffn_dim: 32, encoder_layers: 2, decoder_layers: 1,\n"
       "        dropout: 0.0, attention: {type: concat, heads: 4, key_dim: 24}}\n");
   Generator gen(7);
-  nn::Transformer model(train::transformer_config(r), gen);
+  nn::Transformer model(run::transformer_config(r), gen);
   randomise(model, 8);
   model.eval();
   CompressOptions opt;
   opt.shared_dim = 24;
   opt.places = {"encoder", "cross"};
   std::vector<std::string> prefixes;
-  const train::Checkpoint out = compress_checkpoint(checkpoint_of(model, r), "t.safetensors", opt,
+  const run::Checkpoint out = compress_checkpoint(checkpoint_of(model, r), "t.safetensors", opt,
                                                     [&](const LayerReport& l) { prefixes.push_back(l.prefix); });
   EXPECT_EQ(prefixes, (std::vector<std::string>{"encoder.layers.0.self_attn.", "encoder.layers.1.self_attn.",
                                                 "decoder.layers.0.cross_attn."}));
-  const train::Recipe r2 = train::Recipe::parse(out.recipe);
+  const run::Recipe r2 = run::Recipe::parse(out.recipe);
   EXPECT_EQ(r2.string("model.encoder_attention.type"), "collaborative");
   EXPECT_EQ(r2.string("model.decoder_attention.type"), "concat");
   EXPECT_EQ(r2.string("model.cross_attention.type"), "collaborative");
-  nn::Transformer converted(train::transformer_config(r2), gen);
+  nn::Transformer converted(run::transformer_config(r2), gen);
   load(converted, out.weights);
   converted.eval();
   const Tensor src = Tensor::from_vector_i64({1, 2, 3, 4, 5, 6, 7, 0}, {2, 4});
@@ -216,7 +216,7 @@ TEST(CompressConvert, TransformerPlacesAreChosenAndOutputsKept) {
 }
 
 TEST(CompressConvert, BadPlaceChoicesAreOneSentence) {
-  const train::Recipe vit = vit_recipe();
+  const run::Recipe vit = vit_recipe();
   EXPECT_NE(error_of([&] { select_places(vit, {"cross"}); }).find("has no attention place 'cross' (it has: attention)"),
             std::string::npos);
   EXPECT_EQ(select_places(vit, {"vit"}).front().name, "attention");

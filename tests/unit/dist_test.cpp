@@ -3,13 +3,13 @@
 // world of two ranks holding the same gradients.
 #include <gtest/gtest.h>
 
-#include "train/device.h"
+#include "run/device.h"
 
 #include <cstdlib>
 #include <map>
 
 #include "autograd/ops.h"
-#include "dist/launch.h"
+#include "distributed/launch.h"
 #include "support/check.h"
 #include "train/gradient_buckets.h"
 
@@ -24,7 +24,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 // World size 2 in one process: the "other rank" holds the same values, so a
 // sum doubles. Counts the collectives; asynchronous ones finish at wait().
-class TwinCommunicator final : public dist::Communicator {
+class TwinCommunicator final : public distributed::Communicator {
  public:
   int launched = 0, completed = 0, gathers = 0;
   int rank() const override { return 0; }
@@ -32,19 +32,19 @@ class TwinCommunicator final : public dist::Communicator {
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
   const char* backend() const override { return "twin"; }
-  void all_reduce(float* d, size_t n, dist::ReduceOp op) override {
-    if (op == dist::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
+  void all_reduce(float* d, size_t n, distributed::ReduceOp op) override {
+    if (op == distributed::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
   }
-  void all_reduce(double* d, size_t n, dist::ReduceOp op) override {
-    if (op == dist::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
+  void all_reduce(double* d, size_t n, distributed::ReduceOp op) override {
+    if (op == distributed::ReduceOp::sum) for (size_t i = 0; i < n; ++i) d[i] *= 2;
   }
-  std::unique_ptr<dist::Request> all_reduce_async(float* d, size_t n, dist::ReduceOp op) override {
+  std::unique_ptr<distributed::Request> all_reduce_async(float* d, size_t n, distributed::ReduceOp op) override {
     ++launched;
-    struct Pending : dist::Request {
+    struct Pending : distributed::Request {
       TwinCommunicator* c;
       float* d;
       size_t n;
-      dist::ReduceOp op;
+      distributed::ReduceOp op;
       bool done = false;
       bool test() override { return done; }
       void wait() override {
@@ -58,18 +58,18 @@ class TwinCommunicator final : public dist::Communicator {
     r->c = this, r->d = d, r->n = n, r->op = op;
     return r;
   }
-  std::unique_ptr<dist::Request> all_reduce_async(bf16* d, size_t n, dist::ReduceOp op) override {
+  std::unique_ptr<distributed::Request> all_reduce_async(bf16* d, size_t n, distributed::ReduceOp op) override {
     ++launched;
     ++completed;
-    if (op == dist::ReduceOp::sum) dist::sum_bf16(d, d, d, n);
-    return std::make_unique<dist::CompletedRequest>();
+    if (op == distributed::ReduceOp::sum) distributed::sum_bf16(d, d, d, n);
+    return std::make_unique<distributed::CompletedRequest>();
   }
   void broadcast(float*, size_t, int) override {}
-  std::unique_ptr<dist::Request> broadcast_async(float*, size_t, int) override { return nullptr; }
+  std::unique_ptr<distributed::Request> broadcast_async(float*, size_t, int) override { return nullptr; }
   void all_gather(const float*, float*, size_t) override {}
-  std::unique_ptr<dist::Request> all_gather_async(const float*, float*, size_t) override { return nullptr; }
-  void reduce_scatter(const float*, float*, size_t, dist::ReduceOp) override {}
-  std::unique_ptr<dist::Request> reduce_scatter_async(const float*, float*, size_t, dist::ReduceOp) override {
+  std::unique_ptr<distributed::Request> all_gather_async(const float*, float*, size_t) override { return nullptr; }
+  void reduce_scatter(const float*, float*, size_t, distributed::ReduceOp) override {}
+  std::unique_ptr<distributed::Request> reduce_scatter_async(const float*, float*, size_t, distributed::ReduceOp) override {
     return nullptr;
   }
   std::vector<std::string> all_gather_bytes(const std::string& mine) override {
@@ -98,71 +98,71 @@ std::vector<std::vector<float>> grads_of(const TinyModel& m) {
 }  // namespace
 
 TEST(Launch, ReadsOpenMpiSlurmAndPmiVariables) {
-  dist::Launch l = dist::launch_from_environment(
+  distributed::Launch l = distributed::launch_from_environment(
       env_of({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
               {"SLURM_STEP_NUM_TASKS", "8"}}));
   EXPECT_EQ(l.launcher, "mpirun (Open MPI)");
   EXPECT_EQ(l.size, 4);
   EXPECT_EQ(l.rank, 2);
   EXPECT_EQ(l.local_rank, 1);
-  l = dist::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "0"}}));
+  l = distributed::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "0"}}));
   EXPECT_EQ(l.launcher, "srun (Slurm)");
   EXPECT_EQ(l.rank, 1);
-  l = dist::launch_from_environment(env_of({{"PMI_SIZE", "3"}, {"PMI_RANK", "0"}}));
+  l = distributed::launch_from_environment(env_of({{"PMI_SIZE", "3"}, {"PMI_RANK", "0"}}));
   EXPECT_EQ(l.launcher, "mpiexec (PMI)");
   EXPECT_EQ(l.size, 3);
-  l = dist::launch_from_environment(env_of({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}}));  // sbatch without srun
+  l = distributed::launch_from_environment(env_of({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}}));  // sbatch without srun
   EXPECT_EQ(l.launcher, "");
   EXPECT_EQ(l.size, 1);
 }
 
 TEST(Launch, BadVariablesAreNamed) {
-  EXPECT_TRUE(contains(error_of([] { dist::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "two"}})); }),
+  EXPECT_TRUE(contains(error_of([] { distributed::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "two"}})); }),
                        "OMPI_COMM_WORLD_SIZE='two' is not a process count or rank"));
   EXPECT_TRUE(contains(error_of([] {
-                         dist::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
+                         distributed::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
                        }),
                        "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2"));
 }
 
 TEST(Launch, GpuTensorsNeedACommunicatorThatReadsGpuMemory) {
-  EXPECT_TRUE(contains(error_of([] { train::check_device_communicator(Device::cuda(0), 2, "mpi"); }),
+  EXPECT_TRUE(contains(error_of([] { run::check_device_communicator(Device::cuda(0), 2, "mpi"); }),
                        "train.device=cuda:0 with 2 ranks: the mpi communicator exchanges host memory, not GPU "
                        "tensors; use train.dist_backend=nccl (or auto)"));
-  EXPECT_NO_THROW(train::check_device_communicator(Device::cuda(0), 2, "nccl"));
-  EXPECT_NO_THROW(train::check_device_communicator(Device::cuda(0), 1, "single"));
-  EXPECT_NO_THROW(train::check_device_communicator(Device::cpu(), 2, "mpi"));
+  EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 2, "nccl"));
+  EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 1, "single"));
+  EXPECT_NO_THROW(run::check_device_communicator(Device::cpu(), 2, "mpi"));
 }
 
 TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
-  EXPECT_STREQ(dist::make_communicator("auto", dist::Launch{})->backend(), "single");
-  EXPECT_STREQ(dist::make_communicator("single", dist::Launch{})->backend(), "single");
-  dist::Launch two{"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", 1, 2, 1};
-  const std::string single = error_of([&] { dist::make_communicator("single", two); });
+  EXPECT_STREQ(distributed::make_communicator("auto", distributed::Launch{})->backend(), "single");
+  EXPECT_STREQ(distributed::make_communicator("single", distributed::Launch{})->backend(), "single");
+  distributed::Launch two{"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", 1, 2, 1};
+  const std::string single = error_of([&] { distributed::make_communicator("single", two); });
   EXPECT_TRUE(contains(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
                                "train.dist_backend is single")) << single;
-  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("ring", dist::Launch{}); }),
+  EXPECT_TRUE(contains(error_of([] { distributed::make_communicator("ring", distributed::Launch{}); }),
                        "train.dist_backend must be auto, single, mpi, gloo or nccl, not 'ring'"));
-  EXPECT_TRUE(contains(error_of([] { dist::make_communicator("nccl", dist::Launch{}); }),
+  EXPECT_TRUE(contains(error_of([] { distributed::make_communicator("nccl", distributed::Launch{}); }),
                        "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu"));
   // One GPU per rank: cuda:local_rank, or cuda:0 when the launcher shows each rank one GPU.
-  EXPECT_EQ(dist::rank_device(two, 8), Device::cuda(1));
-  EXPECT_EQ(dist::rank_device(two, 1), Device::cuda(0));
-  EXPECT_TRUE(contains(error_of([&] { dist::rank_device(two, 0); }), "rank 1 sees no GPU"));
-  dist::Launch fifth{"srun (Slurm)", "SLURM_STEP_NUM_TASKS", 4, 8, 4};
-  EXPECT_TRUE(contains(error_of([&] { dist::rank_device(fifth, 4); }),
+  EXPECT_EQ(distributed::rank_device(two, 8), Device::cuda(1));
+  EXPECT_EQ(distributed::rank_device(two, 1), Device::cuda(0));
+  EXPECT_TRUE(contains(error_of([&] { distributed::rank_device(two, 0); }), "rank 1 sees no GPU"));
+  distributed::Launch fifth{"srun (Slurm)", "SLURM_STEP_NUM_TASKS", 4, 8, 4};
+  EXPECT_TRUE(contains(error_of([&] { distributed::rank_device(fifth, 4); }),
                        "local rank 4 (rank 4) has no GPU: 4 GPUs are visible on this node"));
-  if (!dist::mpi_built()) {
-    const std::string no_mpi = error_of([&] { dist::make_communicator("auto", two); });
+  if (!distributed::mpi_built()) {
+    const std::string no_mpi = error_of([&] { distributed::make_communicator("auto", two); });
     EXPECT_TRUE(contains(no_mpi, "started 2 processes (OMPI_COMM_WORLD_SIZE=2) but this cmha was built without MPI"))
         << no_mpi;
   }
 }
 
 TEST(Launch, RunOrAbortRethrowsWhenAlone) {
-  dist::SingleCommunicator alone;
-  EXPECT_EQ(dist::run_or_abort(alone, [] { return 7; }), 7);
-  EXPECT_TRUE(contains(error_of([&] { dist::run_or_abort(alone, []() -> int { throw Error("boom"); }); }), "boom"));
+  distributed::SingleCommunicator alone;
+  EXPECT_EQ(distributed::run_or_abort(alone, [] { return 7; }), 7);
+  EXPECT_TRUE(contains(error_of([&] { distributed::run_or_abort(alone, []() -> int { throw Error("boom"); }); }), "boom"));
 }
 
 TEST(Launch, TrainLaunchedAsTwoRanksWithTheSingleBackendExitsTwo) {
@@ -176,15 +176,15 @@ TEST(Launch, TrainLaunchedAsTwoRanksWithTheSingleBackendExitsTwo) {
 }
 
 TEST(SingleCommunicator, CollectivesAreTheIdentityOrACopy) {
-  dist::SingleCommunicator c;
+  distributed::SingleCommunicator c;
   std::vector<float> a = {1, 2}, out(2);
-  c.all_reduce(a.data(), 2, dist::ReduceOp::average);
+  c.all_reduce(a.data(), 2, distributed::ReduceOp::average);
   EXPECT_EQ(a, (std::vector<float>{1, 2}));
-  EXPECT_TRUE(c.all_reduce_async(a.data(), 2, dist::ReduceOp::sum)->test());
+  EXPECT_TRUE(c.all_reduce_async(a.data(), 2, distributed::ReduceOp::sum)->test());
   c.all_gather(a.data(), out.data(), 2);
   EXPECT_EQ(out, a);
   std::vector<float> part(2);
-  c.reduce_scatter_async(a.data(), part.data(), 2, dist::ReduceOp::sum)->wait();
+  c.reduce_scatter_async(a.data(), part.data(), 2, distributed::ReduceOp::sum)->wait();
   EXPECT_EQ(part, a);
   EXPECT_EQ(c.all_gather_bytes("x"), std::vector<std::string>{"x"});
 }

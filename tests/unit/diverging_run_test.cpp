@@ -8,7 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
+#include "run/run_dir.h"
 #include "support/check.h"
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
@@ -23,12 +24,12 @@ namespace {
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // The error that training `r` stops with ("(no error)" when it finishes).
-std::string train_error(const train::Recipe& r, bool resume = false) {
+std::string train_error(const run::Recipe& r, bool resume = false) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   Generator g(3);
   train::TranslationTask task(r, g);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   train::TrainerHooks hooks;
   hooks.resume = resume;
   const std::string message = test::error_of([&] { train::Trainer(r, task, comm, hooks).run(); });
@@ -59,7 +60,7 @@ TEST(DivergingRun, NoCheckpointYetIsWhatTheStopMessageSays) {
       test::toy_recipe(dir, {"optim.lr=1e300", "lr.schedule=constant", "lr.warmup=0", "train.save_every=1", "train.max_updates=6"}));
   EXPECT_TRUE(has(message, "no checkpoint has been saved yet")) << message;
   EXPECT_FALSE(has(message, "intact")) << message;
-  EXPECT_TRUE(train::latest_checkpoint(dir + "/run").empty());
+  EXPECT_TRUE(run::latest_checkpoint(dir + "/run").empty());
   expect_finite_checkpoints(dir + "/run");
   fs::remove_all(dir);
 }
@@ -72,7 +73,7 @@ TEST(DivergingRun, TheNewestFiniteCheckpointIsNamedAndNothingNonFiniteIsWritten)
       /*resume=*/true);
   EXPECT_TRUE(has(message, "non-finite")) << message;
   EXPECT_TRUE(has(message, "the newest checkpoint, '" + dir + "/run/checkpoint_3.safetensors' (update 3)")) << message;
-  EXPECT_EQ(train::latest_checkpoint(dir + "/run"), dir + "/run/checkpoint_3.safetensors");
+  EXPECT_EQ(run::latest_checkpoint(dir + "/run"), dir + "/run/checkpoint_3.safetensors");
   expect_finite_checkpoints(dir + "/run");
   fs::remove_all(dir);
 }

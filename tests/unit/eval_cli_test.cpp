@@ -8,11 +8,11 @@
 
 #include "data/idx.h"
 #include "data/image.h"
+#include "run/checkpoint.h"
+#include "run/recipe.h"
+#include "run/run_results.h"
 #include "support/check.h"
 #include "support/tiny_images.h"
-#include "train/checkpoint.h"
-#include "train/recipe.h"
-#include "train/run_results.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -22,10 +22,10 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 // A checkpoint whose recipe is the default one with `overrides`, and no weights.
 std::string weightless_checkpoint(const std::string& dir, const std::string& recipe_yaml) {
-  train::Checkpoint c;
-  c.recipe = train::Recipe::parse(recipe_yaml).dump();
+  run::Checkpoint c;
+  c.recipe = run::Recipe::parse(recipe_yaml).dump();
   const std::string path = dir + "/weightless.safetensors";
-  train::save_checkpoint(path, c);
+  run::save_checkpoint(path, c);
   return path;
 }
 }  // namespace
@@ -39,7 +39,7 @@ TEST(EvalCli, ScoresTheBestCheckpointAsTheFinalEvaluationDid) {
                      "train.best_metric=top1 train.best_mode=max");
   ASSERT_EQ(r.code, 0) << r.output;
   // cmha train wrote the final evaluation of checkpoint_best and of the EMA weights.
-  const nlohmann::json results = train::read_run_results(run);
+  const nlohmann::json results = run::read_run_results(run);
   EXPECT_EQ(results.at("checkpoint"), "checkpoint_best.safetensors");
   EXPECT_EQ(results.at("samples"), 30);
   for (const char* k : {"top1", "top5", "loss", "ema_top1", "ema_top5", "ema_loss"})

@@ -10,9 +10,9 @@
 #include "data/idx.h"
 #include "data/image.h"
 #include "data/token_cache.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
-#include "train/recipe.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -88,12 +88,12 @@ TEST(FuzzRegression, EmptyIdxWithHugeOtherSizesIsAnEmptyTensor) {
 // and absorb followed it until the stack overflowed
 // (tests/fuzz/recipe/crash_alias_cycle.yaml).
 TEST(FuzzRegression, RecipeMappingThatContainsItselfIsAnUnknownKey) {
-  const std::string msg = test::error_of([] { train::Recipe::parse("model: &x\n  attention: *x\n", "r.yaml"); });
+  const std::string msg = test::error_of([] { run::Recipe::parse("model: &x\n  attention: *x\n", "r.yaml"); });
   EXPECT_TRUE(contains(msg, "r.yaml:2: unknown key 'model.attention.attention'")) << msg;
-  EXPECT_TRUE(contains(test::error_of([] { train::Recipe::parse("model: {foo: {bar: 1}}", "r.yaml"); }),
+  EXPECT_TRUE(contains(test::error_of([] { run::Recipe::parse("model: {foo: {bar: 1}}", "r.yaml"); }),
                        "r.yaml:1: unknown key 'model.foo'"));
   // The same for a list that holds itself, where the error message dumped the value.
-  EXPECT_EQ(test::error_of([] { train::Recipe::parse("optim:\n  betas: &b [1, *b]\n", "r.yaml"); }),
+  EXPECT_EQ(test::error_of([] { run::Recipe::parse("optim:\n  betas: &b [1, *b]\n", "r.yaml"); }),
             "r.yaml:2: optim.betas expects a list of numbers, got a list or mapping inside it");
 }
 

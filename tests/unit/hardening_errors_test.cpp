@@ -11,21 +11,22 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "run/average.h"
+#include "run/checkpoint.h"
+#include "run/model_config.h"
+#include "run/recipe.h"
+#include "run/run_dir.h"
 #include "support/check.h"
-#include "support/toy_translation.h"
 #include "support/tiny_images.h"
-#include "train/average.h"
-#include "train/checkpoint.h"
-#include "train/model_config.h"
-#include "train/recipe.h"
-#include "train/trainer.h"
+#include "support/toy_translation.h"
 #include "tensor/safetensors.h"
+#include "train/trainer.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 using test::error_of;
 using test::run_cmha;
-using train::Recipe;
+using run::Recipe;
 
 namespace {
 
@@ -83,9 +84,9 @@ TEST_F(HardeningErrors, AFileAsTheRunDirectoryIsNamed) {
 
 TEST_F(HardeningErrors, ABadCpuCacheSizeIsNamed) {
   const std::string ckpt = dir_ + "/c.safetensors";
-  train::Checkpoint c;
+  run::Checkpoint c;
   c.weights["w"] = Tensor::ones({2});
-  train::save_checkpoint(ckpt, c);
+  run::save_checkpoint(ckpt, c);
   for (const char* bad : {"lots", "-1", "99999999999999999999999", "12MB"}) {
     ::setenv("CMHA_CPU_CACHE_MB", bad, 1);
     const test::CommandResult r = run_cmha("info " + ckpt);
@@ -132,7 +133,7 @@ TEST_F(HardeningErrors, ACheckpointNumberPastInt64IsSkippedNotThrown) {
   std::ofstream(dir_ + "/checkpoint_99999999999999999999.safetensors") << "x";
   std::ofstream(dir_ + "/checkpoint_7.safetensors") << "x";
   std::vector<std::string> found;
-  EXPECT_EQ(error_of([&] { found = train::update_checkpoints(dir_); }), "(no error)");
+  EXPECT_EQ(error_of([&] { found = run::update_checkpoints(dir_); }), "(no error)");
   EXPECT_EQ(found, (std::vector<std::string>{dir_ + "/checkpoint_7.safetensors"}));
 }
 
@@ -152,7 +153,7 @@ TEST_F(HardeningErrors, ResumingFromACheckpointWithABrokenTrainerStateNamesIt) {
   const std::string run = dir_ + "/run";
   const std::string args = "train --threads 1 " + test::tiny_run(dir_, run) + " train.max_updates=3";
   ASSERT_EQ(run_cmha(args).code, 0);
-  const std::string latest = train::latest_checkpoint(run);
+  const std::string latest = run::latest_checkpoint(run);
   ASSERT_FALSE(latest.empty());
   SafetensorsFile f = load_safetensors(latest);
   nlohmann::json trainer = nlohmann::json::parse(f.metadata.at("trainer"));
@@ -187,9 +188,9 @@ TEST_F(HardeningErrors, AWarmupPastTheCosineIsNamedBeforeAnyDataPreparation) {
   EXPECT_FALSE(fs::exists(run + "/spm.model")) << r.output;
   // Where the cosine's length is the epochs' updates, only the trainer can tell.
   const std::string toy = test::toy_dir("schedule_early");
-  EXPECT_NO_THROW(train::check_schedule_before_data(
+  EXPECT_NO_THROW(run::check_schedule_before_data(
       test::toy_recipe(toy, {"lr.schedule=cosine", "lr.warmup=400", "train.max_updates=0", "train.max_epochs=1"}), 1));
-  EXPECT_THROW(train::check_schedule_before_data(
+  EXPECT_THROW(run::check_schedule_before_data(
                    test::toy_recipe(toy, {"lr.schedule=cosine", "lr.warmup=400", "train.max_updates=20"}), 1),
                Error);
   fs::remove_all(toy);

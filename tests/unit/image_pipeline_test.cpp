@@ -10,6 +10,8 @@
 #include "train/image_pipeline.h"
 
 namespace cmha::train {
+
+using namespace cmha::run;  // recipes, checkpoints, run directories
 namespace {
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Checkpoint interop (train/interop.h) against the PyTorch fixtures of
+// Checkpoint interop (interop/import_export.h) against the PyTorch fixtures of
 // tests/reference/fixtures_interop.py: state dicts named as timm, Hugging Face
 // and fairseq name them, imported, run by cmha's models and compared with
 // what those frameworks' forward passes gave; exported back byte for byte;
@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/engine.h"
+#include "interop/import_export.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
+#include "run/model_config.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "tensor/safetensors.h"
-#include "train/interop.h"
-#include "train/model_config.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -28,8 +28,8 @@ SafetensorsFile io_of(const std::string& name) { return test::load_fixture("inte
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-train::ImportOptions heads(int64_t h) {
-  train::ImportOptions o;
+interop::ImportOptions heads(int64_t h) {
+  interop::ImportOptions o;
   o.heads = h;
   return o;
 }
@@ -42,19 +42,19 @@ std::map<std::string, Tensor> parameters_of(const nn::Module& m) {
 
 // The logits of the imported vision transformer on the fixture's images; the
 // model is built from the checkpoint's recipe and loaded as cmha eval loads it.
-Tensor vit_logits(const train::Checkpoint& c, const Tensor& images) {
+Tensor vit_logits(const run::Checkpoint& c, const Tensor& images) {
   Generator gen(1);
-  nn::VisionTransformer model(train::vit_config(train::Recipe::parse(c.recipe)), gen);
-  train::restore_weights("imported", c.weights, parameters_of(model));
+  nn::VisionTransformer model(run::vit_config(run::Recipe::parse(c.recipe)), gen);
+  run::restore_weights("imported", c.weights, parameters_of(model));
   model.eval();
   autograd::NoGradGuard no_grad;
   return model.forward(images);
 }
 
-Tensor transformer_logits(const train::Checkpoint& c, const Tensor& src, const Tensor& tgt) {
+Tensor transformer_logits(const run::Checkpoint& c, const Tensor& src, const Tensor& tgt) {
   Generator gen(1);
-  nn::Transformer model(train::transformer_config(train::Recipe::parse(c.recipe)), gen);
-  train::restore_weights("imported", c.weights, parameters_of(model));
+  nn::Transformer model(run::transformer_config(run::Recipe::parse(c.recipe)), gen);
+  run::restore_weights("imported", c.weights, parameters_of(model));
   model.eval();
   autograd::NoGradGuard no_grad;
   std::vector<float> pad;
@@ -62,26 +62,26 @@ Tensor transformer_logits(const train::Checkpoint& c, const Tensor& src, const T
   return model.forward(src, Tensor::from_vector(pad, src.shape()).to(DType::b8), tgt);
 }
 
-void expect_vit_matches(const std::string& format, const std::string& name, const train::ImportOptions& opt) {
+void expect_vit_matches(const std::string& format, const std::string& name, const interop::ImportOptions& opt) {
   SCOPED_TRACE(name);
-  const train::ImportResult r = train::import_checkpoint(format, fixture(name), opt);
+  const interop::ImportResult r = interop::import_checkpoint(format, fixture(name), opt);
   const SafetensorsFile io = io_of(name);
   EXPECT_TRUE(test::all_close(vit_logits(r.checkpoint, io.tensors.at("in.images")), io.tensors.at("out"), 1e-5f, 1e-5f));
 }
 
-void expect_transformer_matches(const train::ImportResult& r, const std::string& io_name) {
+void expect_transformer_matches(const interop::ImportResult& r, const std::string& io_name) {
   const SafetensorsFile io = io_of(io_name);
   EXPECT_TRUE(test::all_close(transformer_logits(r.checkpoint, io.tensors.at("in.src"), io.tensors.at("in.tgt")),
                               io.tensors.at("out"), 1e-5f, 1e-5f));
 }
 
 // Imports `name` and exports it again into `out`.
-void round_trip(const std::string& format, const std::string& in, const train::ImportOptions& opt,
+void round_trip(const std::string& format, const std::string& in, const interop::ImportOptions& opt,
                 const std::string& out, DType dtype = DType::f32) {
-  const train::ImportResult r = train::import_checkpoint(format, in, opt);
-  train::ExportOptions eo;
+  const interop::ImportResult r = interop::import_checkpoint(format, in, opt);
+  interop::ExportOptions eo;
   eo.dtype = dtype;
-  const train::ExportResult e = train::export_checkpoint(format, r.checkpoint, in, eo);
+  const interop::ExportResult e = interop::export_checkpoint(format, r.checkpoint, in, eo);
   save_safetensors(out, e.tensors, e.metadata);
 }
 
@@ -89,10 +89,10 @@ void round_trip(const std::string& format, const std::string& in, const train::I
 
 TEST(Interop, TimmDeitComputesWhatTimmComputes) {
   expect_vit_matches("timm", "timm_deit", heads(4));
-  const train::ImportResult r = train::import_checkpoint("timm", fixture("timm_deit"), heads(4));
+  const interop::ImportResult r = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4));
   EXPECT_EQ(r.summary, "timm DeiT with a distillation token: d_model 16, 2 blocks, 4 heads, ffn 32, 8 px in patches of 4, "
                        "3 channels, 5 classes");
-  const train::Recipe recipe = train::Recipe::parse(r.checkpoint.recipe);
+  const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
   EXPECT_DOUBLE_EQ(recipe.real("model.layer_norm_eps"), 1e-6);
   EXPECT_EQ(recipe.string("train.task"), "image_classification");
   EXPECT_EQ(recipe.string("data.format"), "image_folder");
@@ -102,7 +102,7 @@ TEST(Interop, TimmDeitComputesWhatTimmComputes) {
 
 TEST(Interop, TimmVitWithWiderAttentionComputesWhatTimmComputes) {
   expect_vit_matches("timm", "timm_vit", heads(4));
-  const train::Recipe recipe = train::Recipe::parse(train::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint.recipe);
+  const run::Recipe recipe = run::Recipe::parse(interop::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint.recipe);
   EXPECT_EQ(recipe.integer("model.attention.key_dim"), 24);
   EXPECT_EQ(recipe.integer("model.channels"), 1);
   EXPECT_EQ(recipe.string("data.format"), "idx");  // one channel: the IDX defaults stay
@@ -110,46 +110,46 @@ TEST(Interop, TimmVitWithWiderAttentionComputesWhatTimmComputes) {
 
 TEST(Interop, HuggingFaceVitAndDeitComputeWhatTransformersComputes) {
   expect_vit_matches("hf-vit", "hf_vit", heads(2));
-  train::ImportOptions with_config;
+  interop::ImportOptions with_config;
   with_config.config_path = std::string(CMHA_FIXTURE_DIR) + "/interop_hf_deit.config.json";
   expect_vit_matches("hf-vit", "hf_deit", with_config);
   // Without --config, the config.json beside the weights (as from_pretrained finds it).
   const std::string dir = test::temp_dir("interop_hf");
   fs::copy_file(fixture("hf_deit"), dir + "/model.safetensors", fs::copy_options::overwrite_existing);
   fs::copy_file(with_config.config_path, dir + "/config.json", fs::copy_options::overwrite_existing);
-  const train::ImportResult r = train::import_checkpoint("hf-vit", dir + "/model.safetensors");
-  const train::Recipe recipe = train::Recipe::parse(r.checkpoint.recipe);
+  const interop::ImportResult r = interop::import_checkpoint("hf-vit", dir + "/model.safetensors");
+  const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
   EXPECT_EQ(recipe.integer("model.attention.heads"), 4);
   EXPECT_DOUBLE_EQ(recipe.real("model.layer_norm_eps"), 1e-6);
   EXPECT_TRUE(recipe.boolean("model.distillation_token"));
   EXPECT_TRUE(has(r.notes[1], "from the config file")) << r.notes[1];
   fs::remove_all(dir);
   // No config: Hugging Face's default eps.
-  EXPECT_DOUBLE_EQ(train::Recipe::parse(train::import_checkpoint("hf-vit", fixture("hf_vit"), heads(2)).checkpoint.recipe)
+  EXPECT_DOUBLE_EQ(run::Recipe::parse(interop::import_checkpoint("hf-vit", fixture("hf_vit"), heads(2)).checkpoint.recipe)
                        .real("model.layer_norm_eps"),
                    1e-12);
 }
 
 TEST(Interop, FairseqPostNormComputesWhatFairseqComputes) {
-  const train::ImportResult r = train::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4));
+  const interop::ImportResult r = interop::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4));
   expect_transformer_matches(r, "fairseq_post");
   EXPECT_EQ(r.summary, "fairseq transformer: d_model 16, 2+2 layers, 4 heads, ffn 32, vocabulary 13 shared, post-norm, "
                        "sinusoidal positions, relu");
   EXPECT_EQ(r.ignored, (std::vector<std::string>{"decoder.version", "encoder.version"}));
-  EXPECT_EQ(train::Recipe::parse(r.checkpoint.recipe).integer("model.position_offset"), 2);
+  EXPECT_EQ(run::Recipe::parse(r.checkpoint.recipe).integer("model.position_offset"), 2);
   // fairseq's old layout (fused in_proj, the output tied through embed_tokens, _float_tensor) reads the same.
-  const train::ImportResult old = train::import_checkpoint("fairseq", fixture("fairseq_post_legacy"), heads(4));
+  const interop::ImportResult old = interop::import_checkpoint("fairseq", fixture("fairseq_post_legacy"), heads(4));
   expect_transformer_matches(old, "fairseq_post");
   EXPECT_EQ(old.ignored.size(), 4u);
 }
 
 TEST(Interop, FairseqPreNormLearnedUnsharedComputesWhatFairseqComputes) {
-  train::ImportOptions opt = heads(2);
+  interop::ImportOptions opt = heads(2);
   opt.activation = "gelu";
   opt.scale_embedding = false;
-  const train::ImportResult r = train::import_checkpoint("fairseq", fixture("fairseq_pre"), opt);
+  const interop::ImportResult r = interop::import_checkpoint("fairseq", fixture("fairseq_pre"), opt);
   expect_transformer_matches(r, "fairseq_pre");
-  const train::Recipe recipe = train::Recipe::parse(r.checkpoint.recipe);
+  const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
   EXPECT_TRUE(recipe.boolean("model.pre_norm"));
   EXPECT_FALSE(recipe.boolean("model.share_all_embeddings"));
   EXPECT_EQ(recipe.string("model.positions"), "learned");
@@ -171,7 +171,7 @@ TEST(Interop, ExportGivesBackTheImportedFileByteForByte) {
   for (const auto& [format, name] : cases) {
     SCOPED_TRACE(name);
     const std::string out = dir + "/" + name + ".safetensors";
-    train::ImportOptions opt = heads(name == "hf_vit" || name == "fairseq_pre" ? 2 : 4);
+    interop::ImportOptions opt = heads(name == "hf_vit" || name == "fairseq_pre" ? 2 : 4);
     round_trip(format, fixture(name), opt, out);
     const std::string original = test::read_file(fixture(name));
     ASSERT_FALSE(original.empty());
@@ -220,19 +220,19 @@ TEST(Interop, ExportIsCanonicalWhateverTheHeaderOrder) {
 }
 
 TEST(Interop, HeadsComeFromKnownModelNames) {
-  EXPECT_EQ(train::known_model_heads("timm", "deit_base_patch16_224.safetensors", 768), 12);
-  EXPECT_EQ(train::known_model_heads("timm", "deit_small_distilled_patch16_224", 384), 6);
-  EXPECT_EQ(train::known_model_heads("hf-vit", "google/vit-large-patch16-224", 1024), 16);
-  EXPECT_EQ(train::known_model_heads("fairseq", "transformer_wmt_en_de_big.safetensors", 1024), 16);
-  EXPECT_EQ(train::known_model_heads("fairseq", "transformer_wmt_en_de.safetensors", 512), 8);
-  EXPECT_EQ(train::known_model_heads("timm", "deit_base.safetensors", 384), 0);  // another width: not that model
-  EXPECT_EQ(train::known_model_heads("timm", "my_model.safetensors", 768), 0);
-  const std::string err = test::error_of([&] { train::import_checkpoint("timm", fixture("timm_vit")); });
+  EXPECT_EQ(interop::known_model_heads("timm", "deit_base_patch16_224.safetensors", 768), 12);
+  EXPECT_EQ(interop::known_model_heads("timm", "deit_small_distilled_patch16_224", 384), 6);
+  EXPECT_EQ(interop::known_model_heads("hf-vit", "google/vit-large-patch16-224", 1024), 16);
+  EXPECT_EQ(interop::known_model_heads("fairseq", "transformer_wmt_en_de_big.safetensors", 1024), 16);
+  EXPECT_EQ(interop::known_model_heads("fairseq", "transformer_wmt_en_de.safetensors", 512), 8);
+  EXPECT_EQ(interop::known_model_heads("timm", "deit_base.safetensors", 384), 0);  // another width: not that model
+  EXPECT_EQ(interop::known_model_heads("timm", "my_model.safetensors", 768), 0);
+  const std::string err = test::error_of([&] { interop::import_checkpoint("timm", fixture("timm_vit")); });
   EXPECT_TRUE(has(err, "cannot tell how many attention heads")) << err;
   EXPECT_TRUE(has(err, "give --heads H")) << err;
-  train::ImportOptions named;
+  interop::ImportOptions named;
   named.model_name = "deit_tiny_patch16_224";
-  const std::string wrong = test::error_of([&] { train::import_checkpoint("timm", fixture("timm_vit"), named); });
+  const std::string wrong = test::error_of([&] { interop::import_checkpoint("timm", fixture("timm_vit"), named); });
   EXPECT_TRUE(has(wrong, "--model 'deit_tiny_patch16_224' is not a known timm model 16 wide")) << wrong;
 }
 
@@ -250,24 +250,24 @@ TEST(Interop, ImportMistakesAreOneSentence) {
   const std::string extra = write_variant("extra.safetensors", [](auto& t) { t["blocks.0.ls1.gamma"] = Tensor::zeros({16}); });
   const std::string ints = write_variant("ints.safetensors", [](auto& t) { t["norm.bias"] = Tensor::zeros({16}, DType::i64); });
   const std::pair<std::function<void()>, std::string> cases[] = {
-      {[&] { train::import_checkpoint("keras", fixture("timm_deit")); },
+      {[&] { interop::import_checkpoint("keras", fixture("timm_deit")); },
        "unknown checkpoint format 'keras' (cmha knows timm, hf-vit, fairseq)"},
-      {[&] { train::import_checkpoint("timm", missing, heads(4)); },
+      {[&] { interop::import_checkpoint("timm", missing, heads(4)); },
        "has no tensor 'blocks.1.attn.qkv.weight' (cmha's 'blocks.1.attn.query.weight', 'blocks.1.attn.key.weight', "
        "'blocks.1.attn.value.weight')"},
-      {[&] { train::import_checkpoint("timm", shape, heads(4)); },
+      {[&] { interop::import_checkpoint("timm", shape, heads(4)); },
        "tensor 'blocks.1.mlp.fc1.weight' of '" + shape + "' is [31, 16], but the model its other tensors describe"},
-      {[&] { train::import_checkpoint("timm", extra, heads(4)); },
+      {[&] { interop::import_checkpoint("timm", extra, heads(4)); },
        "holds tensor 'blocks.0.ls1.gamma' [16], which has no place in the cmha model read"},
-      {[&] { train::import_checkpoint("timm", ints, heads(4)); }, "tensor 'norm.bias' of '" + ints + "' is i64"},
-      {[&] { train::import_checkpoint("timm", fixture("timm_deit"), heads(3)); }, "3 heads do not divide the attention width 16"},
-      {[&] { train::import_checkpoint("timm", fixture("fairseq_post"), heads(4)); },
+      {[&] { interop::import_checkpoint("timm", ints, heads(4)); }, "tensor 'norm.bias' of '" + ints + "' is i64"},
+      {[&] { interop::import_checkpoint("timm", fixture("timm_deit"), heads(3)); }, "3 heads do not divide the attention width 16"},
+      {[&] { interop::import_checkpoint("timm", fixture("fairseq_post"), heads(4)); },
        "has no tensor 'patch_embed.proj.weight' (cmha's 'patch_embed.weight'): is it a timm state dict"},
-      {[&] { train::import_checkpoint("hf-vit", fixture("timm_deit"), heads(4)); },
+      {[&] { interop::import_checkpoint("hf-vit", fixture("timm_deit"), heads(4)); },
        "has neither 'vit.embeddings.cls_token' nor 'deit.embeddings.cls_token'"},
-      {[&] { train::import_checkpoint("fairseq", fixture("timm_deit"), heads(4)); },
+      {[&] { interop::import_checkpoint("fairseq", fixture("timm_deit"), heads(4)); },
        "has no tensor 'encoder.embed_tokens.weight' (cmha's 'src_embed.weight')"},
-      {[&] { train::import_checkpoint("timm", dir + "/none.safetensors", heads(4)); }, "none.safetensors"},
+      {[&] { interop::import_checkpoint("timm", dir + "/none.safetensors", heads(4)); }, "none.safetensors"},
   };
   for (const auto& [run, message] : cases) {
     const std::string err = test::error_of(run);
@@ -279,31 +279,31 @@ TEST(Interop, ImportMistakesAreOneSentence) {
   fs_post.tensors["encoder.layer_norm.weight"] = Tensor::ones({16});
   fs_post.tensors["encoder.layer_norm.bias"] = Tensor::zeros({16});
   save_safetensors(dir + "/mixed.safetensors", fs_post.tensors, fs_post.metadata);
-  const std::string mixed = test::error_of([&] { train::import_checkpoint("fairseq", dir + "/mixed.safetensors", heads(4)); });
+  const std::string mixed = test::error_of([&] { interop::import_checkpoint("fairseq", dir + "/mixed.safetensors", heads(4)); });
   EXPECT_TRUE(has(mixed, "has a pre-norm encoder and a post-norm decoder")) << mixed;
   fs::remove_all(dir);
 }
 
 TEST(Interop, ExportRefusesWhatTheFormatCannotHold) {
-  const train::Checkpoint vit = train::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
-  train::Checkpoint collaborative = vit;
-  collaborative.recipe = train::Recipe::parse(vit.recipe, "r", {"model.attention.type=collaborative"}).dump();
-  train::Checkpoint native = train::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4)).checkpoint;
-  native.recipe = train::Recipe::parse(native.recipe, "r", {"model.position_offset=0"}).dump();
-  const train::Checkpoint wide = train::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint;
-  train::ExportOptions ema;
+  const run::Checkpoint vit = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
+  run::Checkpoint collaborative = vit;
+  collaborative.recipe = run::Recipe::parse(vit.recipe, "r", {"model.attention.type=collaborative"}).dump();
+  run::Checkpoint native = interop::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4)).checkpoint;
+  native.recipe = run::Recipe::parse(native.recipe, "r", {"model.position_offset=0"}).dump();
+  const run::Checkpoint wide = interop::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint;
+  interop::ExportOptions ema;
   ema.ema = true;
   const std::pair<std::function<void()>, std::string> cases[] = {
-      {[&] { train::export_checkpoint("onnx", vit, "c"); }, "unknown checkpoint format 'onnx'"},
-      {[&] { train::export_checkpoint("hf-vit", wide, "c"); },
+      {[&] { interop::export_checkpoint("onnx", vit, "c"); }, "unknown checkpoint format 'onnx'"},
+      {[&] { interop::export_checkpoint("hf-vit", wide, "c"); },
        "model.attention.key_dim (24) is not model.d_model (16), but hf-vit's attention projects to d_model"},
-      {[&] { train::export_checkpoint("fairseq", vit, "c"); }, "model.kind is 'vit', but fairseq holds encoder-decoder"},
-      {[&] { train::export_checkpoint("timm", native, "c"); }, "model.kind is 'transformer', but timm holds vision"},
-      {[&] { train::export_checkpoint("timm", collaborative, "c"); },
+      {[&] { interop::export_checkpoint("fairseq", vit, "c"); }, "model.kind is 'vit', but fairseq holds encoder-decoder"},
+      {[&] { interop::export_checkpoint("timm", native, "c"); }, "model.kind is 'transformer', but timm holds vision"},
+      {[&] { interop::export_checkpoint("timm", collaborative, "c"); },
        "model.attention.type is 'collaborative', but timm holds concat attention only"},
-      {[&] { train::export_checkpoint("fairseq", native, "c"); },
+      {[&] { interop::export_checkpoint("fairseq", native, "c"); },
        "model.position_offset is 0, but fairseq's positions start at padding_idx + 1 = 2"},
-      {[&] { train::export_checkpoint("timm", vit, "c", ema); }, "holds no EMA weights"},
+      {[&] { interop::export_checkpoint("timm", vit, "c", ema); }, "holds no EMA weights"},
   };
   for (const auto& [run, message] : cases) {
     const std::string err = test::error_of(run);
@@ -312,18 +312,18 @@ TEST(Interop, ExportRefusesWhatTheFormatCannotHold) {
 }
 
 TEST(Interop, WeightsExportDropsOptimiserAndEmaState) {
-  train::Checkpoint c = train::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
+  run::Checkpoint c = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
   for (const auto& [name, t] : c.weights) {
     c.optimizer["exp_avg." + name] = Tensor::zeros(t.shape());
     c.ema[name] = t.clone();
   }
-  const train::ExportResult w = train::export_checkpoint("cmha", c, "c");
+  const interop::ExportResult w = interop::export_checkpoint("cmha", c, "c");
   EXPECT_EQ(w.tensors.size(), c.weights.size());
   for (const auto& [name, t] : w.tensors) EXPECT_TRUE(c.weights.count(name)) << name;
   EXPECT_EQ(w.metadata.at("format"), "pt");
-  train::ExportOptions ema;
+  interop::ExportOptions ema;
   ema.ema = true;
-  const train::ExportResult e = train::export_checkpoint("timm", c, "c", ema);
+  const interop::ExportResult e = interop::export_checkpoint("timm", c, "c", ema);
   EXPECT_EQ(e.tensors.size(), load_safetensors(fixture("timm_deit")).tensors.size());
 }
 
@@ -342,17 +342,17 @@ TEST(Interop, NativeCheckpointsGoOutAndComeBack) {
   };
   for (const auto& [format, yaml] : cases) {
     SCOPED_TRACE(format);
-    const train::Recipe r = train::Recipe::parse(yaml);
+    const run::Recipe r = run::Recipe::parse(yaml);
     Generator gen(2);
-    train::Checkpoint c;
+    run::Checkpoint c;
     c.recipe = r.dump();
-    if (r.string("model.kind") == "vit") c.weights = parameters_of(nn::VisionTransformer(train::vit_config(r), gen));
-    else c.weights = parameters_of(nn::Transformer(train::transformer_config(r), gen));
-    const train::ExportResult e = train::export_checkpoint(format, c, "native");
+    if (r.string("model.kind") == "vit") c.weights = parameters_of(nn::VisionTransformer(run::vit_config(r), gen));
+    else c.weights = parameters_of(nn::Transformer(run::transformer_config(r), gen));
+    const interop::ExportResult e = interop::export_checkpoint(format, c, "native");
     save_safetensors(dir + "/model.safetensors", e.tensors, e.metadata);
     for (const auto& [name, text] : e.side_files) test::write_file(dir + "/" + name, text);
-    train::ImportOptions opt = heads(r.integer("model.attention.heads"));
-    const train::ImportResult back = train::import_checkpoint(format, dir + "/model.safetensors", opt);
+    interop::ImportOptions opt = heads(r.integer("model.attention.heads"));
+    const interop::ImportResult back = interop::import_checkpoint(format, dir + "/model.safetensors", opt);
     ASSERT_EQ(back.checkpoint.weights.size(), c.weights.size());
     for (const auto& [name, t] : c.weights) {
       SCOPED_TRACE(name);
@@ -363,7 +363,7 @@ TEST(Interop, NativeCheckpointsGoOutAndComeBack) {
       EXPECT_TRUE(has(e.notes.back(), "timm's blocks use LayerNorm eps 1e-6, this model 1e-05")) << e.notes.back();
     }
     if (format == "hf-vit") {  // config.json carried the eps and the heads
-      EXPECT_DOUBLE_EQ(train::Recipe::parse(back.checkpoint.recipe).real("model.layer_norm_eps"), 1e-5);
+      EXPECT_DOUBLE_EQ(run::Recipe::parse(back.checkpoint.recipe).real("model.layer_norm_eps"), 1e-5);
     }
   }
   fs::remove_all(dir);

@@ -1,19 +1,21 @@
 // The layers of framework/: a folder includes only its own headers and those
-// of the folders below it. Bottom to top (DESIGN.md):
+// of the folders below it. Bottom to top (README.md, "Layout"):
 //
-//   tensor    Tensor, Storage and the allocators under it, dtype, device, RNG, safetensors
-//   backend   the kernel table; cpu/ and cuda/ fill it (reached only through backend/kernels.h)
-//   autograd  differentiable ops and the tape (checks, geometry, allocation, record; no loops)
-//   nn        modules: linear, norms, the attention family, transformer, ViT
-//   optim     the Optimizer interface, Adam/AdamW/SGD, schedules, clipping, EMA
-//   dist      the Communicator: single, MPI, NCCL
-//   data      corpora, vocabularies, batches, images, loaders
-//   eval      beam search, BLEU (sacreBLEU-compatible, compound-split), accuracy
-//   train     recipes and the option registry, model configuration, checkpoints,
-//             the trainer, tasks, gradient buckets, the translator, benchmarks, sweeps
-//   compress  CP-ALS, collaborative re-parametrisation, head redundancy: post hoc,
-//             on trained checkpoints (it reads them through train/)
-//   cli       the cmha command
+//   tensor       Tensor, Storage and the allocators under it, dtype, device, RNG, safetensors, atomic files
+//   backend      the kernel table; cpu/ and cuda/ fill it (reached only through backend/kernels.h)
+//   autograd     differentiable ops and the tape (checks, geometry, allocation, record; no loops)
+//   nn           modules: linear, norms, the attention family, transformer, ViT
+//   optim        the Optimizer interface, Adam/AdamW/SGD, schedules, clipping, EMA
+//   distributed  the Communicator: single, MPI, Gloo, NCCL; launch detection
+//   data         corpora, vocabularies, batches, images, loaders
+//   run          what a run is on disk and in YAML: recipes and the option registry, model
+//                configuration, checkpoints, run directories, results, averaging, metrics, TensorBoard,
+//                device selection
+//   interop      timm / Hugging Face / fairseq import and export
+//   eval         beam search, the translator, BLEU/chrF/TER, accuracy
+//   compress     CP-ALS, collaborative re-parametrisation, head redundancy: post hoc, on checkpoints
+//   train        the trainer loop, tasks and their factory, gradient buckets, progress, bench, sweeps
+//   cli          the cmha command: parses, calls one library function, prints
 //
 // A header's place is its first path component. Tensor's header sits at the
 // bottom so kernels can take Tensors; the Tensor methods that compute or
@@ -31,8 +33,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kLayers = {"tensor", "backend", "autograd", "nn",       "optim", "dist",
-                                          "data",   "eval",    "train",    "compress", "cli"};
+const std::vector<std::string> kLayers = {"tensor", "backend", "autograd", "nn",       "optim", "distributed", "data",
+                                          "run",    "interop", "eval",     "compress", "train", "cli"};
 
 int layer_of(const std::string& folder) {
   for (size_t i = 0; i < kLayers.size(); ++i)
@@ -74,7 +76,7 @@ TEST(Layering, EveryFolderIsALayer) {
     if (entry.is_directory())
       EXPECT_GE(layer_of(entry.path().filename().string()), 0)
           << "framework/" << entry.path().filename().string()
-          << "/ is in no layer: add it to kLayers in tests/unit/layering_test.cpp and to DESIGN.md";
+          << "/ is in no layer: add it to kLayers in tests/unit/layering_test.cpp and to README.md's layout table";
 }
 
 TEST(Layering, NoIncludeRunsUpTheLayers) {

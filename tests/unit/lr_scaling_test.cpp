@@ -2,13 +2,13 @@
 // batch over optim.lr_scale_batch, and a warmup counted in epochs.
 #include <gtest/gtest.h>
 
+#include "run/model_config.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "tensor/error.h"
-#include "train/model_config.h"
-#include "train/recipe.h"
 
 using namespace cmha;
-using namespace cmha::train;
+using namespace cmha::run;
 using cmha::test::error_of;
 
 namespace {

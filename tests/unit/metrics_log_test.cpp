@@ -1,4 +1,4 @@
-// metrics.jsonl (train/metrics_log.h): every row carries its time, units and
+// metrics.jsonl (run/metrics_log.h): every row carries its time, units and
 // the metric names the rest of cmha uses; train and validation rows share one
 // epoch numbering; --resume rewinds the file to the checkpoint, so no update
 // is logged twice and no earlier row is lost.
@@ -11,15 +11,16 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/layers.h"
+#include "run/checkpoint.h"
+#include "run/metrics_log.h"
 #include "support/check.h"
-#include "support/regression_task.h"
 #include "support/files.h"
-#include "train/checkpoint.h"
-#include "train/metrics_log.h"
+#include "support/regression_task.h"
 #include "train/trainer.h"
 
 using namespace cmha;
 using namespace cmha::train;
+using namespace cmha::run;
 namespace fs = std::filesystem;
 using test::RegressionTask;
 
@@ -59,7 +60,7 @@ TEST(MetricsLog, RowsCarryTimeUnitsAndOneEpochNumbering) {
   const std::string dir = test::temp_dir("metrics_rows");
   fs::remove_all(dir);
   RegressionTask task;
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   const TrainSummary s = Trainer(recipe(dir), task, comm).run();
   const std::vector<nlohmann::json> rows = rows_of(dir + "/metrics.jsonl");
   ASSERT_EQ(rows.size(), 20u + 3u + 5u);  // 20 train rows, validation at 6, 12, 18 and 5 epoch ends
@@ -100,7 +101,7 @@ TEST(MetricsLog, RowsCarryTimeUnitsAndOneEpochNumbering) {
 TEST(MetricsLog, ResumeFromAnOlderCheckpointRewindsTheRowsAfterIt) {
   const std::string dir = test::temp_dir("metrics_resume");
   fs::remove_all(dir);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   {
     RegressionTask task;
     Trainer(recipe(dir), task, comm).run();
@@ -129,7 +130,7 @@ TEST(MetricsLog, ResumeFromAnOlderCheckpointRewindsTheRowsAfterIt) {
 TEST(MetricsLog, ACheckpointWithoutARowCountRewindsByUpdate) {
   const std::string dir = test::temp_dir("metrics_resume_old");
   fs::remove_all(dir);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   {
     RegressionTask task;
     Trainer(recipe(dir), task, comm).run();
@@ -154,7 +155,7 @@ TEST(MetricsLog, AResumeWithoutACheckpointStartsTheRowsAfresh) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   test::write_file(dir + "/metrics.jsonl", R"({"split":"train","update":1,"epoch":1,"loss":9.0})" "\n");
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   RegressionTask task;
   Trainer(recipe(dir, 1), task, comm, TrainerHooks{nullptr, true}).run();
   const auto rows = rows_of(dir + "/metrics.jsonl");
@@ -198,7 +199,7 @@ TEST(MetricsLog, LinesToKeep) {
 TEST(MetricsLog, TheOldAccuracyNameIsAnErrorThatNamesTheNewOne) {
   const std::string dir = test::temp_dir("metrics_old_name");
   fs::remove_all(dir);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   RegressionTask task;
   const std::string message = test::error_of([&] {
     Trainer(Recipe::parse("optim: {name: adam, lr: 0.05}\nlr: {schedule: constant, warmup: 0}\n"

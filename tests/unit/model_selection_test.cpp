@@ -14,7 +14,7 @@
 #include "support/toy_translation.h"
 #include "tensor/rng.h"
 #include "train/image_pipeline.h"
-#include "train/recipe.h"
+#include "run/recipe.h"
 #include "train/translation_task.h"
 
 using namespace cmha;
@@ -24,13 +24,13 @@ namespace {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-train::Recipe tiny_image_recipe(const std::string& data, const std::vector<std::string>& data_overrides) {
+run::Recipe tiny_image_recipe(const std::string& data, const std::vector<std::string>& data_overrides) {
   std::vector<std::string> o{"data.train_images=" + data + "/train-images-idx3-ubyte.gz",
                              "data.train_labels=" + data + "/train-labels-idx1-ubyte.gz",
                              "data.valid_images=" + data + "/t10k-images-idx3-ubyte.gz",
                              "data.valid_labels=" + data + "/t10k-labels-idx1-ubyte.gz"};
   o.insert(o.end(), data_overrides.begin(), data_overrides.end());
-  return train::Recipe::parse(
+  return run::Recipe::parse(
       "train: {task: image_classification}\n"
       "model: {kind: vit, image_size: 28, patch_size: 7, channels: 1, num_classes: 10}\n",
       "tiny", o);
@@ -106,20 +106,20 @@ TEST(ModelSelection, TranslationRefusesATestCorpusThatIsTheValidationCorpus) {
 
 TEST(ModelSelection, ShippedImageRecipesSelectOnHeldOutTrainingImages) {
   for (const char* path : {"recipes/local/fashion_mnist_vit.yaml", "recipes/local/fashion_mnist_vit_concat.yaml"}) {
-    const train::Recipe r = train::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/" + path);
+    const run::Recipe r = run::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/" + path);
     EXPECT_EQ(r.integer("data.holdout"), 5000) << path;
     EXPECT_EQ(r.string("data.test_images"), "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz") << path;
     EXPECT_FALSE(r.boolean("data.valid_is_test")) << path;
   }
-  const train::Recipe deit =
-      train::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/deit_b3_imagenet/concat_dk768.yaml");
+  const run::Recipe deit =
+      run::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/deit_b3_imagenet/concat_dk768.yaml");
   EXPECT_EQ(deit.integer("data.holdout"), 10000);
   EXPECT_EQ(deit.string("data.test_dir"), "val");
   // With Debian's dataset-fashion-mnist: 55 000 training, 5 000 validation and 10 000 test images.
   if (!fs::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const train::ImageData d = train::make_image_data(
-      train::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/local/fashion_mnist_vit.yaml"));
+      run::Recipe::load(std::string(CMHA_SOURCE_DIR) + "/recipes/local/fashion_mnist_vit.yaml"));
   EXPECT_EQ(d.train->size(), 55000);
   EXPECT_EQ(d.valid->size(), 5000);
   EXPECT_EQ(d.test->size(), 10000);

@@ -11,6 +11,7 @@
 #include "train/progress.h"
 
 using namespace cmha::train;
+using namespace cmha::run;
 
 namespace {
 

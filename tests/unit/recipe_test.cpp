@@ -3,15 +3,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "run/model_config.h"
+#include "run/options.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "tensor/error.h"
-#include "train/model_config.h"
-#include "train/options.h"
-#include "train/recipe.h"
 
 using namespace cmha;
 using test::error_of;
-using namespace cmha::train;
+using namespace cmha::run;
 
 namespace {
 std::string write(const std::string& dir, const std::string& name, const std::string& text) {

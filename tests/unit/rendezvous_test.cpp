@@ -15,11 +15,11 @@
 #include <memory>
 #include <thread>
 
-#include "dist/launch.h"
-#include "dist/tcp_store.h"
+#include "distributed/launch.h"
+#include "distributed/tcp_store.h"
 #include "support/check.h"
 #ifdef CMHA_WITH_GLOO
-#include "dist/gloo_communicator.h"
+#include "distributed/gloo_communicator.h"
 #endif
 
 using namespace cmha;
@@ -45,8 +45,8 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-dist::Launch torchrun(int rank, int size, int port) {
-  return dist::launch_from_environment(env_of({{"RANK", std::to_string(rank)},
+distributed::Launch torchrun(int rank, int size, int port) {
+  return distributed::launch_from_environment(env_of({{"RANK", std::to_string(rank)},
                                                {"WORLD_SIZE", std::to_string(size)},
                                                {"LOCAL_RANK", std::to_string(rank)},
                                                {"MASTER_ADDR", "127.0.0.1"},
@@ -56,7 +56,7 @@ dist::Launch torchrun(int rank, int size, int port) {
 }  // namespace
 
 TEST(Rendezvous, ReadsTorchrunVariablesAfterTheMpiLaunchers) {
-  dist::Launch l = torchrun(1, 4, 29500);
+  distributed::Launch l = torchrun(1, 4, 29500);
   EXPECT_EQ(l.launcher, "torchrun");
   EXPECT_EQ(l.size, 4);
   EXPECT_EQ(l.rank, 1);
@@ -65,31 +65,31 @@ TEST(Rendezvous, ReadsTorchrunVariablesAfterTheMpiLaunchers) {
   EXPECT_EQ(l.master_port, 29500);
   EXPECT_FALSE(l.mpi_launcher());
   // mpirun's variables win over a WORLD_SIZE left in the environment.
-  l = dist::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"WORLD_SIZE", "8"}}));
+  l = distributed::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"WORLD_SIZE", "8"}}));
   EXPECT_EQ(l.size, 2);
   EXPECT_TRUE(l.mpi_launcher());
-  EXPECT_TRUE(contains(error_of([] { dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}})); }),
+  EXPECT_TRUE(contains(error_of([] { distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}})); }),
                        "WORLD_SIZE is set but RANK is not"));
   EXPECT_TRUE(contains(error_of([] {
-                         dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}}));
+                         distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}}));
                        }),
                        "MASTER_PORT=70000 is not a TCP port"));
   EXPECT_TRUE(contains(error_of([] {
-                         dist::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}}));
+                         distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}}));
                        }),
                        "RANK=2 is not below WORLD_SIZE=2"));
 }
 
 TEST(Rendezvous, TheBackendFollowsTheLauncher) {
-  const dist::Launch two = torchrun(0, 2, 29500);
-  EXPECT_TRUE(contains(error_of([&] { dist::make_communicator("mpi", two); }),
+  const distributed::Launch two = torchrun(0, 2, 29500);
+  EXPECT_TRUE(contains(error_of([&] { distributed::make_communicator("mpi", two); }),
                        "torchrun started 2 processes (WORLD_SIZE=2) without MPI but train.dist_backend is mpi"));
-  EXPECT_TRUE(contains(error_of([&] { dist::make_communicator("gloo", two, Device::cuda(0)); }),
+  EXPECT_TRUE(contains(error_of([&] { distributed::make_communicator("gloo", two, Device::cuda(0)); }),
                        "train.dist_backend=gloo exchanges host memory, but train.device is cuda:0: use nccl"));
-  dist::Launch no_master = two;
+  distributed::Launch no_master = two;
   no_master.master_addr.clear();
-  const std::string e = error_of([&] { dist::make_communicator("auto", no_master); });
-  if (dist::gloo_built())
+  const std::string e = error_of([&] { distributed::make_communicator("auto", no_master); });
+  if (distributed::gloo_built())
     EXPECT_TRUE(contains(e, "rank 0 of 2 needs MASTER_ADDR and MASTER_PORT")) << e;
   else
     EXPECT_TRUE(contains(e, "built without it: install libgloo-dev")) << e;
@@ -97,8 +97,8 @@ TEST(Rendezvous, TheBackendFollowsTheLauncher) {
 
 TEST(Rendezvous, StoreSetsAndWaitsAcrossRanks) {
   const int port = free_port();
-  dist::TcpStore server("127.0.0.1", port, true, 10s, "rank 0 of 2");
-  dist::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
+  distributed::TcpStore server("127.0.0.1", port, true, 10s, "rank 0 of 2");
+  distributed::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
   server.set("a", "alpha");
   EXPECT_EQ(client.get("a"), "alpha");
   // A get waits for a set that comes later, from another rank.
@@ -128,27 +128,27 @@ TEST(Rendezvous, WaitsAreBoundedAndNamed) {
   const int port = free_port();
   // Nobody serves: the connect gives up after the timeout, naming the address.
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string lost = error_of([&] { dist::TcpStore("127.0.0.1", port, false, 500ms, "rank 1 of 2"); });
+  const std::string lost = error_of([&] { distributed::TcpStore("127.0.0.1", port, false, 500ms, "rank 1 of 2"); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_TRUE(contains(lost, "MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(port)) &&
               contains(lost, "rank 1 of 2 could not reach rank 0") && contains(lost, "train.dist_timeout_s"))
       << lost;
   // A key nobody sets: the get gives up, naming the key and what its absence means.
-  dist::TcpStore alone("127.0.0.1", port, true, 300ms, "rank 0 of 2");
+  distributed::TcpStore alone("127.0.0.1", port, true, 300ms, "rank 0 of 2");
   const std::string waited = error_of([&] { alone.get("cmha/x", "rank 1 has not joined"); });
   EXPECT_TRUE(contains(waited, "waited 0.3 s for 'cmha/x' (rank 1 has not joined)")) << waited;
   // A key past the store's limit is refused before it is sent.
-  EXPECT_TRUE(contains(error_of([&] { alone.set(std::string(dist::TcpStore::kMaxKeyBytes + 1, 'k'), "v"); }),
+  EXPECT_TRUE(contains(error_of([&] { alone.set(std::string(distributed::TcpStore::kMaxKeyBytes + 1, 'k'), "v"); }),
                        "key or value too long"));
   // The port is taken: a second server says so.
-  EXPECT_TRUE(contains(error_of([&] { dist::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
+  EXPECT_TRUE(contains(error_of([&] { distributed::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
                        "rank 0 cannot listen on port " + std::to_string(port)));
 }
 
 TEST(Rendezvous, ARankZeroThatExitsIsNamed) {
   const int port = free_port();
-  auto server = std::make_unique<dist::TcpStore>("127.0.0.1", port, true, 10s, "rank 0 of 2");
-  dist::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
+  auto server = std::make_unique<distributed::TcpStore>("127.0.0.1", port, true, 10s, "rank 0 of 2");
+  distributed::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
   server.reset();  // rank 0 gone: its store closes every connection
   const std::string e = error_of([&] { client.get("never"); });
   EXPECT_TRUE(contains(e, "rank 1 of 2") && (contains(e, "rank 0 closed the connection") || contains(e, "rank 0 has exited")))
@@ -159,27 +159,27 @@ TEST(Rendezvous, ARankZeroThatExitsIsNamed) {
 TEST(Rendezvous, GlooCollectivesOnTwoRanks) {
   const int port = free_port();
   auto rank = [&](int r) {
-    dist::GlooCommunicator c(torchrun(r, 2, port), 30);
+    distributed::GlooCommunicator c(torchrun(r, 2, port), 30);
     EXPECT_EQ(c.rank(), r);
     EXPECT_EQ(c.size(), 2);
     EXPECT_EQ(c.local_size(), 2);  // one host
     EXPECT_EQ(c.local_rank(), r);
     std::vector<float> x = {1.0f + r, 10.0f * (r + 1), -0.5f};
-    c.all_reduce(x.data(), x.size(), dist::ReduceOp::sum);
+    c.all_reduce(x.data(), x.size(), distributed::ReduceOp::sum);
     EXPECT_EQ(x, (std::vector<float>{3.0f, 30.0f, -1.0f}));
     std::vector<double> d = {1.0 + r, 4.0};
-    c.all_reduce(d.data(), d.size(), dist::ReduceOp::average);
+    c.all_reduce(d.data(), d.size(), distributed::ReduceOp::average);
     EXPECT_EQ(d, (std::vector<double>{1.5, 4.0}));
     // bf16 values, the sum rounded to bf16: (1 + 2^-7) + 2^-8 needs 8 mantissa bits and ties to even, 1 + 2^-6.
     std::vector<bf16> h = {float_to_bf16(r == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256), float_to_bf16(r == 0 ? 3.0f : 5.0f)};
-    c.all_reduce_async(h.data(), h.size(), dist::ReduceOp::sum)->wait();
+    c.all_reduce_async(h.data(), h.size(), distributed::ReduceOp::sum)->wait();
     EXPECT_EQ(bf16_to_float(h[0]), 1.0f + 1.0f / 64);
     EXPECT_EQ(bf16_to_float(h[1]), 8.0f);
     std::vector<bf16> m = {float_to_bf16(1.0f + static_cast<float>(r))};
-    c.all_reduce_async(m.data(), m.size(), dist::ReduceOp::average)->wait();
+    c.all_reduce_async(m.data(), m.size(), distributed::ReduceOp::average)->wait();
     EXPECT_EQ(bf16_to_float(m[0]), 1.5f);
     std::vector<float> big(100003, static_cast<float>(r + 1));
-    auto pending = c.all_reduce_async(big.data(), big.size(), dist::ReduceOp::average);
+    auto pending = c.all_reduce_async(big.data(), big.size(), distributed::ReduceOp::average);
     std::vector<float> b = {r == 1 ? 7.0f : 0.0f, r == 1 ? 8.0f : 0.0f};
     c.broadcast(b.data(), b.size(), 1);  // queued behind the all-reduce, on every rank
     pending->wait();
@@ -191,7 +191,7 @@ TEST(Rendezvous, GlooCollectivesOnTwoRanks) {
     EXPECT_EQ(all, (std::vector<float>{0.0f, 0.5f, 1.0f, 1.5f}));
     const float blocks[4] = {1.0f, 2.0f, 3.0f, 4.0f};
     float got = 0;
-    c.reduce_scatter(blocks, &got, 1, dist::ReduceOp::sum);  // send [2·1]: rank r gets block r summed over ranks
+    c.reduce_scatter(blocks, &got, 1, distributed::ReduceOp::sum);  // send [2·1]: rank r gets block r summed over ranks
     EXPECT_EQ(got, 2.0f * blocks[r]);
     EXPECT_EQ(c.all_gather_bytes(r == 0 ? "" : "xyz"), (std::vector<std::string>{"", "xyz"}));
     EXPECT_EQ(c.all_gather_bytes(""), (std::vector<std::string>{"", ""}));
@@ -204,7 +204,7 @@ TEST(Rendezvous, GlooCollectivesOnTwoRanks) {
 
 TEST(Rendezvous, GlooRefusesRanksOfDifferentWorldSizes) {
   const int port = free_port();
-  auto start = [&](int r, int size) { return error_of([&] { dist::GlooCommunicator(torchrun(r, size, port), 20); }); };
+  auto start = [&](int r, int size) { return error_of([&] { distributed::GlooCommunicator(torchrun(r, size, port), 20); }); };
   auto rank1 = std::async(std::launch::async, start, 1, 3);
   const std::string e0 = start(0, 2);
   const std::string e1 = rank1.get();
@@ -213,7 +213,7 @@ TEST(Rendezvous, GlooRefusesRanksOfDifferentWorldSizes) {
 }
 
 TEST(Rendezvous, GlooRankZeroAloneTimesOutNamingTheMissingRank) {
-  const std::string e = error_of([] { dist::GlooCommunicator(torchrun(0, 2, free_port()), 0.3); });
+  const std::string e = error_of([] { distributed::GlooCommunicator(torchrun(0, 2, free_port()), 0.3); });
   EXPECT_TRUE(contains(e, "(rank 1 has not joined)") && contains(e, "train.dist_timeout_s")) << e;
 }
 #endif

@@ -11,10 +11,10 @@
 #include <map>
 #include <string>
 
+#include "run/run_dir.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/tiny_images.h"
-#include "train/run_dir.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -150,20 +150,20 @@ TEST(RunDir, TheLockOfAKilledHolderIsFree) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    train::RunDirLock lock(dir);
+    run::RunDirLock lock(dir);
     (void)!write(ready[1], "x", 1);
     pause();
     _exit(0);
   }
   char c = 0;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
-  const std::string refused = test::error_of([&] { train::RunDirLock second(dir); });
+  const std::string refused = test::error_of([&] { run::RunDirLock second(dir); });
   EXPECT_TRUE(has(refused, "PID " + std::to_string(pid))) << refused;
   EXPECT_TRUE(has(refused, dir)) << refused;
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  EXPECT_EQ(test::error_of([&] { train::RunDirLock third(dir); }), "(no error)");
+  EXPECT_EQ(test::error_of([&] { run::RunDirLock third(dir); }), "(no error)");
   close(ready[0]);
   close(ready[1]);
   fs::remove_all(fs::path(dir).parent_path());

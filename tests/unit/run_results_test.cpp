@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "run/run_results.h"
 #include "tensor/error.h"
-#include "train/run_results.h"
 
 namespace fs = std::filesystem;
 using namespace cmha;
@@ -20,8 +20,8 @@ std::string fresh_dir(const char* name) {
 
 TEST(RunResults, RoundTrip) {
   const std::string dir = fresh_dir("cmha_run_results_roundtrip");
-  train::write_run_results(dir, {{"bleu", 21.5}, {"top1", 0.9}});
-  const nlohmann::json j = train::read_run_results(dir);
+  run::write_run_results(dir, {{"bleu", 21.5}, {"top1", 0.9}});
+  const nlohmann::json j = run::read_run_results(dir);
   EXPECT_DOUBLE_EQ(j["bleu"].get<double>(), 21.5);
   EXPECT_DOUBLE_EQ(j["top1"].get<double>(), 0.9);
   EXPECT_FALSE(fs::exists(dir + "/results.json.tmp"));
@@ -30,14 +30,14 @@ TEST(RunResults, RoundTrip) {
 TEST(RunResults, MissingAndCorruptFilesAreNamed) {
   const std::string dir = fresh_dir("cmha_run_results_errors");
   try {
-    train::read_run_results(dir);
+    run::read_run_results(dir);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir + "/results.json' does not exist"), std::string::npos) << e.what();
   }
   std::ofstream(dir + "/results.json") << "{\"bleu\": 2";  // truncated
   try {
-    train::read_run_results(dir);
+    run::read_run_results(dir);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is not valid JSON"), std::string::npos) << e.what();

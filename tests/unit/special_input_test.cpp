@@ -20,10 +20,10 @@
 #include "data/image.h"
 #include "data/image_dataset.h"
 #include "data/text_corpus.h"
+#include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "tensor/safetensors.h"
-#include "train/recipe.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -79,7 +79,7 @@ TEST(SpecialInput, AFifoIsRefusedWhereverAFileIsRead) {
   EXPECT_TRUE(refused_in_time([&] { load_safetensors(fifo); }, "safetensors file " + kind));
   EXPECT_TRUE(refused_in_time([&] { data::read_idx_u8(fifo, 3); }, "IDX file " + kind));
   EXPECT_TRUE(refused_in_time([&] { data::read_image_file(fifo, data::ColorMode::rgb); }, "image file " + kind));
-  EXPECT_TRUE(refused_in_time([&] { train::Recipe::load(fifo); }, fifo));
+  EXPECT_TRUE(refused_in_time([&] { run::Recipe::load(fifo); }, fifo));
   fs::remove_all(dir);
 }
 
@@ -118,19 +118,19 @@ TEST(SpecialInput, TheFirstSigtermEndsACommandThatIsNotWatchingForIt) {
 
 TEST(SpecialInput, ADuplicateRecipeKeyNamesBothLines) {
   const std::string text = "train:\n  max_updates: 5\n  seed: 1\n  max_updates: 6\n";
-  std::string message = test::error_of([&] { train::Recipe::parse(text, "r.yaml"); });
+  std::string message = test::error_of([&] { run::Recipe::parse(text, "r.yaml"); });
   EXPECT_EQ(message, "r.yaml:4: the key 'train.max_updates' is set a second time (first at line 2); "
                      "YAML keeps only one of them: remove the other");
   // The same key path spelt two ways in one file.
-  message = test::error_of([&] { train::Recipe::parse("train.seed: 1\ntrain: {seed: 2}\n", "r.yaml"); });
+  message = test::error_of([&] { run::Recipe::parse("train.seed: 1\ntrain: {seed: 2}\n", "r.yaml"); });
   EXPECT_TRUE(has(message, "r.yaml:2: the key 'train.seed' is set a second time (first at line 1)")) << message;
   // In a file too, and a later file (an include, an override) still overrides an earlier one.
   const std::string dir = test::temp_dir("special_duplicate");
   test::write_file(dir + "/base.yaml", "train: {seed: 1}\n");
   test::write_file(dir + "/run.yaml", "include: base.yaml\ntrain: {seed: 2}\n");
-  EXPECT_EQ(train::Recipe::load(dir + "/run.yaml", {"train.seed=3"}).integer("train.seed"), 3);
+  EXPECT_EQ(run::Recipe::load(dir + "/run.yaml", {"train.seed=3"}).integer("train.seed"), 3);
   test::write_file(dir + "/twice.yaml", "model:\n  depth: 2\nmodel:\n  depth: 3\n");
-  message = test::error_of([&] { train::Recipe::load(dir + "/twice.yaml"); });
+  message = test::error_of([&] { run::Recipe::load(dir + "/twice.yaml"); });
   EXPECT_TRUE(has(message, dir + "/twice.yaml:4: the key 'model.depth' is set a second time (first at line 2)"))
       << message;
   fs::remove_all(dir);

@@ -6,16 +6,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "run/run_results.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
-#include "train/run_results.h"
 #include "train/sweep.h"
 
 using namespace cmha;
 using test::error_of;
 using namespace cmha::train;
+using namespace cmha::run;
 namespace fs = std::filesystem;
 
 namespace {

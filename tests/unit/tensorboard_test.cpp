@@ -1,7 +1,7 @@
 // TensorBoard event files: the bytes Google's protobuf writes for the same
 // events (tests/reference/make_tensorboard_fixture.py), and a file written by
 // TensorBoardWriter read back by an independent reader.
-#include "train/tensorboard.h"
+#include "run/tensorboard.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,12 @@
 
 #include "support/check.h"
 #include "support/files.h"
-#include "support/tiny_images.h"
 #include "support/tensorboard_reader.h"
+#include "support/tiny_images.h"
 
 namespace cmha::train {
+
+using namespace cmha::run;  // recipes, checkpoints, run directories
 namespace {
 
 namespace fs = std::filesystem;

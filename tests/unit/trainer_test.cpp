@@ -11,15 +11,17 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "nn/layers.h"
+#include "run/average.h"
+#include "run/checkpoint.h"
+#include "run/run_dir.h"
 #include "support/check.h"
 #include "support/regression_task.h"
-#include "train/average.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace cmha;
 using test::error_of;
 using namespace cmha::train;
+using namespace cmha::run;
 namespace fs = std::filesystem;
 using test::RegressionTask;
 
@@ -38,7 +40,7 @@ Recipe regression_recipe(const std::string& dir, const std::string& extra = "",
 TEST(Trainer, LossFallsAndCheckpointsAreWritten) {
   const std::string dir = test::temp_dir("trainer_basic");
   RegressionTask task;
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   Recipe r = regression_recipe(dir);
   const double before = task.validate().at("loss");
   TrainSummary s = Trainer(r, task, comm).run();
@@ -54,7 +56,7 @@ TEST(Trainer, LossFallsAndCheckpointsAreWritten) {
 
 TEST(Trainer, ValidatesEveryNUpdatesAndAtEpochEndsUnlessTurnedOff) {
   const std::string dir = test::temp_dir("trainer_validations");
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   {  // 5 epochs of 4 updates: epoch ends 4, 8, ... 20 and updates 6, 12, 18
     RegressionTask task;
     Trainer(regression_recipe(dir, "", {"train.validate_every=6"}), task, comm).run();
@@ -78,7 +80,7 @@ TEST(Trainer, ValidatesEveryNUpdatesAndAtEpochEndsUnlessTurnedOff) {
 TEST(Trainer, NonFiniteUpdatesAreSkippedAndCounted) {
   const std::string dir = test::temp_dir("trainer_nan");
   RegressionTask task({1, 6});
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   TrainSummary s = Trainer(regression_recipe(dir), task, comm).run();
   EXPECT_EQ(s.skipped_updates, 2);
   EXPECT_EQ(s.updates, 18);
@@ -90,7 +92,7 @@ TEST(Trainer, NonFiniteUpdatesAreSkippedAndCounted) {
 TEST(Trainer, RepeatedNonFiniteUpdatesStopWithTheLastGoodCheckpointIntact) {
   const std::string dir = test::temp_dir("trainer_nan_stop");
   RegressionTask task({4, 5, 6, 7, 8, 9});  // the second epoch goes bad
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   const std::string msg = error_of([&] { Trainer(regression_recipe(dir), task, comm).run(); });
   EXPECT_NE(msg.find("3 non-finite updates in a row"), std::string::npos) << msg;
   EXPECT_NE(msg.find(dir), std::string::npos) << msg;
@@ -126,7 +128,7 @@ TEST(Trainer, AveragingIsTheMeanOfTheTensors) {
 TEST(Trainer, EveryCheckpointLoadErrorIsOneClearSentence) {
   const std::string dir = test::temp_dir("trainer_load");
   RegressionTask task;
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   Trainer(regression_recipe(dir, ""), task, comm).run();
   const std::string good = dir + "/checkpoint_20.safetensors";
   // Truncated: the last bytes are gone.
@@ -165,7 +167,7 @@ TEST(Trainer, EveryCheckpointLoadErrorIsOneClearSentence) {
 TEST(Trainer, Bf16AutocastTrainsToo) {
   const std::string dir = test::temp_dir("trainer_bf16");
   RegressionTask task;
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   const double before = task.validate().at("loss");
   TrainSummary s = Trainer(regression_recipe(dir, "") , task, comm).run();
   fs::remove_all(dir);
@@ -182,7 +184,7 @@ TEST(Trainer, Bf16AutocastTrainsToo) {
 
 TEST(Trainer, SgdWithMomentumTrainsAndResumesBitIdentically) {
   const std::string dir = test::temp_dir("trainer_sgd");
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   auto recipe = [&](const std::string& run, int epochs) {
     return Recipe::parse("optim: {name: sgd, lr: 0.02, momentum: 0.9, nesterov: true}\n"
                          "lr: {schedule: constant, warmup: 0}\n"
@@ -203,7 +205,7 @@ TEST(Trainer, SgdWithMomentumTrainsAndResumesBitIdentically) {
 
 TEST(Trainer, InitFromStartsFromTheWeightsWithAFreshOptimiserAndSchedule) {
   const std::string dir = test::temp_dir("trainer_init_from");
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   RegressionTask trained;
   Trainer(regression_recipe(dir + "/a"), trained, comm).run();
   const std::string ckpt = dir + "/a/checkpoint_20.safetensors";

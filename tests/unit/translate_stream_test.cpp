@@ -17,14 +17,14 @@
 #include <thread>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
+#include "eval/translator.h"
+#include "run/device.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/toy_translation.h"
-#include "train/device.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
-#include "train/translator.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
@@ -61,13 +61,13 @@ class TranslateStream : public ::testing::Test {
     omp_set_num_threads(1);
     dir_ = test::toy_dir("translate_stream");
     test::write_toy_corpus(dir_ + "/test", 60, 4);
-    const train::Recipe r = test::toy_recipe(
+    const run::Recipe r = test::toy_recipe(
         dir_, {"data.test_prefix=" + dir_ + "/test", "train.max_updates=120", "train.save_every=20", "eval.average_last=2", "eval.beam=3",
                "eval.lenpen=1.3", "eval.max_len_a=0.7", "eval.max_len_b=6", "eval.max_tokens=150",
                "eval.max_source_tokens=14"});
     Generator g(3);
     train::TranslationTask task(r, g);
-    dist::SingleCommunicator comm;
+    distributed::SingleCommunicator comm;
     train::Trainer(r, task, comm).run();
     task.final_evaluation(dir_ + "/run");
     omp_set_num_threads(threads);
@@ -197,7 +197,7 @@ TEST_F(TranslateStream, TranslatesEachLineBeforeTheNextArrives) {
   ::close(from_child[0]);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_file(err);
   EXPECT_EQ(after, "(end of output)");
-  train::Translator t(ckpt(), train::DecodingOverrides{});
+  eval::Translator t(ckpt(), eval::DecodingOverrides{});
   EXPECT_EQ(outputs, t.translate(inputs)) << test::read_file(err);
   EXPECT_TRUE(has(test::read_file(err), "cmha translate: 2 sentences")) << test::read_file(err);
 }
@@ -207,10 +207,10 @@ TEST_F(TranslateStream, NbestListsAndScoresInTheMosesFormat) {
   test::write_file(dir_ + "/five.en", src[0] + "\n" + src[1] + "\n" + src[2] + "\n" + src[3] + "\n" + src[4] + "\n");
   ASSERT_EQ(run_split("translate " + ckpt() + " --nbest 3 < " + dir_ + "/five.en", dir_ + "/nbest.txt", dir_ + "/e"), 0)
       << test::read_file(dir_ + "/e");
-  train::DecodingOverrides three;
+  eval::DecodingOverrides three;
   three.nbest = 3;
-  train::Translator t(ckpt(), three);
-  const std::vector<std::vector<train::Translation>> expected =
+  eval::Translator t(ckpt(), three);
+  const std::vector<std::vector<eval::Translation>> expected =
       t.translate_part({src.begin(), src.begin() + 5}, 0, "five.en");
   std::vector<std::string> lines = test::read_lines(dir_ + "/nbest.txt");
   ASSERT_EQ(lines.size(), 15u);
@@ -218,7 +218,7 @@ TEST_F(TranslateStream, NbestListsAndScoresInTheMosesFormat) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const size_t id = i / 3, rank = i % 3;
     ASSERT_EQ(expected[id].size(), 3u);
-    const train::Translation& e = expected[id][rank];
+    const eval::Translation& e = expected[id][rank];
     char score[64];
     std::snprintf(score, sizeof score, "%.6f", e.score);
     EXPECT_EQ(lines[i], std::to_string(id) + " ||| " + e.text + " ||| " + score);
@@ -244,7 +244,7 @@ TEST_F(TranslateStream, NbestListsAndScoresInTheMosesFormat) {
 
 TEST_F(TranslateStream, DeviceIsCheckedAsTrainDeviceAndOptionsByRange) {
   const std::string train_device =
-      test::error_of([] { train::recipe_device(test::toy_recipe(dir_, {"train.device=cuda"})); });
+      test::error_of([] { run::recipe_device(test::toy_recipe(dir_, {"train.device=cuda"})); });
   ASSERT_EQ(train_device.rfind("train.device=cuda: ", 0), 0u) << train_device;
   test::CommandResult r = test::run_cmha("translate " + ckpt() + " --device cuda < /dev/null");
   EXPECT_EQ(r.code, 2) << r.output;

@@ -14,7 +14,7 @@
 #include "data/text_corpus.h"
 #include "data/token_batches.h"
 #include "data/token_cache.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/toy_translation.h"
@@ -318,14 +318,14 @@ TEST(TranslationTask, TrainsThroughTheTrainerAndTheLossFalls) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   Generator g(3);
-  train::Recipe r = toy_recipe(dir);
+  run::Recipe r = toy_recipe(dir);
   train::TranslationTask task(r, g);
   EXPECT_STREQ(task.unit_name(), "tokens");
   EXPECT_GT(task.batches_per_epoch(), 5);
   const auto before = task.validate();
   EXPECT_NEAR(before.at("perplexity"), std::exp(before.at("nll_loss")), 1e-6 * before.at("perplexity"));
   EXPECT_GT(before.at("loss"), before.at("nll_loss") * 0.9);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   const train::TrainSummary s = train::Trainer(r, task, comm).run();
   EXPECT_EQ(s.updates, 40);
   const auto after = task.validate();

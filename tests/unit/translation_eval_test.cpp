@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <functional>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "eval/bleu.h"
+#include "eval/translator.h"
 #include "support/check.h"
 #include "support/files.h"
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
-#include "train/translator.h"
 
 using namespace cmha;
 using test::error_of;
@@ -37,17 +37,17 @@ struct OneThread {
 TEST(TranslationEval, ScoresSumToTheValidationLoss) {
   OneThread one;
   const std::string dir = test::toy_dir("score");
-  const train::Recipe r = test::toy_recipe(dir, {"train.max_updates=15"});
+  const run::Recipe r = test::toy_recipe(dir, {"train.max_updates=15"});
   Generator g(3);
   train::TranslationTask task(r, g);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   train::Trainer(r, task, comm).run();
   const auto metrics = task.validate();  // every toy pair is within data.max_len, so none is dropped
 
-  train::TranslatorOptions o;
+  eval::TranslatorOptions o;
   o.spm_path = dir + "/run/spm.model";
   o.max_tokens = 97;  // several batches of different lengths
-  train::Translator translator(task.transformer(), o);
+  eval::Translator translator(task.transformer(), o);
   const auto src = test::read_lines(dir + "/valid.en"), tgt = test::read_lines(dir + "/valid.de");
   std::vector<int64_t> pieces;
   const std::vector<double> logprob = translator.score(src, tgt, &pieces);
@@ -69,13 +69,13 @@ TEST(TranslationEval, ScoresSumToTheValidationLoss) {
 TEST(TranslationEval, ValidationReportsBleuAndFinalEvaluationAveragesAndScores) {
   OneThread one;
   const std::string dir = test::toy_dir("final");
-  const train::Recipe r = test::toy_recipe(
+  const run::Recipe r = test::toy_recipe(
       dir, {"eval.valid_bleu=true", "eval.valid_sentences=12", "data.test_prefix=" + dir + "/valid",
             "train.save_every=10", "train.keep_last=5", "eval.average_last=3", "eval.beam=2",
             "train.validate_every=20", "train.best_metric=bleu", "train.best_mode=max"});
   Generator g(3);
   train::TranslationTask task(r, g);
-  dist::SingleCommunicator comm;
+  distributed::SingleCommunicator comm;
   const train::TrainSummary s = train::Trainer(r, task, comm).run();
   ASSERT_TRUE(s.last_validation.count("bleu"));
   EXPECT_GE(s.last_validation.at("bleu"), 0.0);
@@ -101,9 +101,9 @@ TEST(TranslationEval, ValidationReportsBleuAndFinalEvaluationAveragesAndScores) 
   EXPECT_EQ(test::run_cmha(bleu_args + " --compound-split -s none").output,
             res.at("bleu_compound_line").get<std::string>() + "\n");
   // The averaged model is what translated: `cmha translate` on it gives the same lines.
-  train::TranslatorOptions o;
+  eval::TranslatorOptions o;
   o.search.beam = 2;
-  train::Translator averaged(dir + "/run/checkpoint_average.safetensors", o);
+  eval::Translator averaged(dir + "/run/checkpoint_average.safetensors", o);
   const auto src = test::read_lines(dir + "/valid.en");
   EXPECT_EQ(averaged.translate({src.begin(), src.begin() + 5}), std::vector<std::string>(hyps.begin(), hyps.begin() + 5));
   fs::remove_all(dir);
@@ -138,10 +138,10 @@ TEST(TranslationEval, ScoreCommandPrintsOneLinePerPairAndNamesMismatchedFiles) {
   OneThread one;
   const std::string dir = test::toy_dir("cli");
   {
-    const train::Recipe r = test::toy_recipe(dir, {"train.max_updates=5"});
+    const run::Recipe r = test::toy_recipe(dir, {"train.max_updates=5"});
     Generator g(3);
     train::TranslationTask task(r, g);
-    dist::SingleCommunicator comm;
+    distributed::SingleCommunicator comm;
     train::Trainer(r, task, comm).run();
   }
   const std::string ckpt = dir + "/run/checkpoint_5.safetensors";

@@ -4,10 +4,11 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backend/cpu/dispatch.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/element.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/strided.h"
+#include "backend/element_types.h"
 
 namespace cmha::cpu {
 
@@ -44,10 +45,11 @@ void copy(const Tensor& dst, const Tensor& src) {
   char* dst_base = static_cast<char*>(dst.raw_data());
   const char* src_base = static_cast<const char*>(src.raw_data());
   const DType dst_type = dst.dtype(), src_type = src.dtype();
-  CMHA_DISPATCH(dst_type, {
-    using D = T;
+  backend::with_any_element_type(dst_type, "copy", [&](auto dst_element) {
+    using D = decltype(dst_element);
     D* d = reinterpret_cast<D*>(dst_base);
-    CMHA_DISPATCH(src_type, {
+    backend::with_any_element_type(src_type, "copy", [&](auto src_element) {
+      using T = decltype(src_element);
       const T* s = reinterpret_cast<const T*>(src_base);
       for_each_row<2>(dst.shape(), {&dst_strides, &src_strides},
                       [&](const std::array<int64_t, 2>& base, int64_t n, const std::array<int64_t, 2>& step) {
@@ -65,7 +67,8 @@ void fill(const Tensor& dst, double value) {
   }
   const Shape& st = dst.strides();
   char* base = static_cast<char*>(dst.raw_data());
-  CMHA_DISPATCH(dst.dtype(), {
+  backend::with_any_element_type(dst.dtype(), "fill", [&](auto element) {
+    using T = decltype(element);
     T* p = reinterpret_cast<T*>(base);
     const T v = store_from_double<T>(value);
     for_each_row<1>(dst.shape(), {&st},
@@ -77,7 +80,8 @@ void fill(const Tensor& dst, double value) {
 
 void iota(const Tensor& dst) {
   const int64_t n = dst.numel();
-  CMHA_DISPATCH(dst.dtype(), {
+  backend::with_any_element_type(dst.dtype(), "iota", [&](auto element) {
+    using T = decltype(element);
     T* p = static_cast<T*>(dst.raw_data());
     for (int64_t i = 0; i < n; ++i) p[i] = store_from_double<T>(static_cast<double>(i));
   });

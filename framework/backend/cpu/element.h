@@ -4,7 +4,7 @@
 // through st() (bf16 rounds to nearest even, NaN stays NaN), so one loop
 // serves f32, bf16 and mixed tensors (the bf16 activations of train.bf16
 // beside the f32 residual stream), with f32 arithmetic inside.
-#include "backend/float_types.h"
+#include "backend/element_types.h"
 #include "tensor/dtype.h"
 
 namespace cmha::cpu {

@@ -3,9 +3,10 @@
 #include <array>
 #include <cstdint>
 
-#include "backend/cpu/dispatch.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/kernel_table.h"
 #include "backend/cpu/strided.h"
+#include "backend/element_types.h"
 
 namespace cmha::cpu {
 
@@ -24,7 +25,8 @@ void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double 
   const Shape so = out.strides(), sx = x.strides(), sm = broadcast_strides(mask, x.shape());
   const bool* pm = mask.data<bool>("masked_fill");
   x.check_host("masked_fill");
-  CMHA_DISPATCH(x.dtype(), {
+  backend::with_any_element_type(x.dtype(), "masked_fill", [&](auto element) {
+    using T = decltype(element);
     const T fill = store_from_double<T>(value);
     const T* px = static_cast<const T*>(x.raw_data());
     T* po = out.data<T>("masked_fill");
@@ -34,7 +36,7 @@ void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& out, double 
                       const T* xr = px + base[1];
                       const bool* mr = pm + base[2];
                       if (step[1] == 1 && step[2] == 1) {
-                        _Pragma("omp simd")  // a #pragma may not sit inside CMHA_DISPATCH's argument
+#pragma omp simd
                         for (int64_t i = 0; i < n; ++i) o[i] = mr[i] ? fill : xr[i];
                       } else {
                         for (int64_t i = 0; i < n; ++i) o[i] = mr[i * step[2]] ? fill : xr[i * step[1]];
@@ -63,7 +65,8 @@ void gather(const Tensor& x, const Tensor& index, const Tensor& out, int64_t d) 
   const Shape so = t.out_t.strides(), si = t.index_t.strides(), sx = t.x_t.strides();
   const int64_t* pi = index.data<int64_t>("gather");
   x.check_host("gather");
-  CMHA_DISPATCH(x.dtype(), {
+  backend::with_any_element_type(x.dtype(), "gather", [&](auto element) {
+    using T = decltype(element);
     T* po = out.data<T>("gather");
     const T* px = static_cast<const T*>(x.raw_data());
     for_each_row<3>(t.index_t.shape(), {&so, &si, &sx},

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "backend/float_types.h"
+#include "backend/element_types.h"
 #include "tensor/cuda_runtime.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"

@@ -221,4 +221,32 @@ Tensor attention_weights(Tensor scores, const AttentionMask& mask, int64_t key_o
   return drop.forward(probs);
 }
 
+int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
+                           const std::function<void(Tensor&, Tensor&)>& project, int64_t key_time_dim,
+                           int64_t value_time_dim) {
+  if (!cache) {
+    project(key, value);
+    return 0;
+  }
+  if (cache->static_kv) {
+    if (!cache->key.defined()) {
+      project(cache->key, cache->value);
+      cache->length = cache->key.size(key_time_dim);
+    }
+    key = cache->key;
+    value = cache->value;
+    return 0;
+  }
+  const int64_t before = cache->length;
+  project(key, value);
+  if (cache->key.defined()) {
+    key = concat({cache->key, key}, key_time_dim);
+    value = concat({cache->value, value}, value_time_dim);
+  }
+  cache->key = key;
+  cache->value = value;
+  cache->length = key.size(key_time_dim);
+  return before;
+}
+
 }  // namespace cmha::nn

@@ -7,6 +7,7 @@
 //   collaborative  shared W̃_Q, W̃_K of width D̃k mixed per head (Cordonnier et al. 2020)
 //   talking_heads  H×H mixing of logits and weights (Shazeer et al. 2020)
 //   grouped        kv_heads key/value heads shared by groups of query heads
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,13 +54,24 @@ struct AttentionMask {
 // Incremental decoding state of one attention layer. Self-attention appends
 // the new positions' keys and values each step; cross-attention computes
 // them once from the encoder output (static_kv). The layout belongs to the
-// attention type: collaborative keeps ONE key tensor [B, Tk, D̃k] shared by
-// all heads, plus its content bias.
+// attention type: concat and talking heads keep per-head keys [B, H, Tk, dk],
+// grouped one key per group, and collaborative ONE key tensor [B, Tk, D̃k + H]
+// shared by all heads (the shared keys, then each head's content-bias term).
 struct AttentionCache {
   bool static_kv = false;
-  Tensor key, value, content_bias;
+  Tensor key, value;
   int64_t length = 0;  // number of cached key positions
 };
+
+// Keys and values of `source` for this call, through the cache when given
+// (appended for self-attention, computed once for cross-attention): what
+// every attention type does with its cache. `project` fills the keys and
+// values of the new positions. Returns the number of keys that precede this
+// call's own positions. key_time_dim/value_time_dim: the sequence dim of each
+// cached tensor.
+int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
+                           const std::function<void(Tensor&, Tensor&)>& project, int64_t key_time_dim,
+                           int64_t value_time_dim);
 
 class Attention : public Module {
  public:

@@ -21,34 +21,6 @@ ConcatAttention::ConcatAttention(const AttentionConfig& cfg, int64_t d_model, Ge
   out_proj = register_module("out", std::make_shared<Linear>(cfg_.value_dim, d_model, cfg_.bias, init_gen));
 }
 
-int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
-                           const std::function<void(Tensor&, Tensor&)>& project, int64_t key_time_dim,
-                           int64_t value_time_dim) {
-  if (!cache) {
-    project(key, value);
-    return 0;
-  }
-  if (cache->static_kv) {
-    if (!cache->key.defined()) {
-      project(cache->key, cache->value);
-      cache->length = cache->key.size(key_time_dim);
-    }
-    key = cache->key;
-    value = cache->value;
-    return 0;
-  }
-  const int64_t before = cache->length;
-  project(key, value);
-  if (cache->key.defined()) {
-    key = concat({cache->key, key}, key_time_dim);
-    value = concat({cache->value, value}, value_time_dim);
-  }
-  cache->key = key;
-  cache->value = value;
-  cache->length = key.size(key_time_dim);
-  return before;
-}
-
 Tensor ConcatAttention::forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                                 AttentionCache* cache) {
   const int64_t H = cfg_.heads;

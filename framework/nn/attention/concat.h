@@ -21,12 +21,4 @@ class ConcatAttention : public Attention {
   virtual HeadMixing head_mixing() const { return {}; }
 };
 
-// Keys and values of `source` for this call, through the cache when given
-// (appended for self-attention, computed once for cross-attention).
-// Returns the number of keys that precede this call's own positions.
-// key_time_dim/value_time_dim: the sequence dim of each cached tensor.
-int64_t cached_keys_values(AttentionCache* cache, Tensor& key, Tensor& value,
-                           const std::function<void(Tensor&, Tensor&)>& project, int64_t key_time_dim,
-                           int64_t value_time_dim);
-
 }  // namespace cmha::nn

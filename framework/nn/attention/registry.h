@@ -2,9 +2,9 @@
 // The one registry of attention: the types (name, factory, recipe keys) and
 // the places attention sits in the models. Everything else reads it:
 //   make_attention                 builds a type by name
-//   train/options.cpp              the recipe keys model.<place>.<key>, with
+//   run/options.cpp              the recipe keys model.<place>.<key>, with
 //                                  type, default, help, range and choices
-//   train/model_config.cpp         recipe → AttentionConfig
+//   run/model_config.cpp         recipe → AttentionConfig
 //   train/trainer.cpp              drops init-only keys when it compares architectures
 //   cmha info, cmha compress       walk the places
 //
