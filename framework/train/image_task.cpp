@@ -131,7 +131,7 @@ nlohmann::json ImageClassificationTask::final_evaluation(const std::string& run_
   if (!latest.empty()) {
     const run::Checkpoint last = run::load_checkpoint(latest);
     if (!last.ema.empty()) {
-      restore_weights(latest, last.ema, params);
+      run::restore_weights(latest, last.ema, params);
       const eval::ClassificationScores ema = evaluate_classifier(*model_, scored);
       out["ema_top1"] = ema.top1;
       out["ema_top5"] = ema.top5;
