@@ -4,6 +4,7 @@
 #include <jerror.h>  // after jpeglib.h, which it needs
 #include <png.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -66,39 +67,83 @@ std::string too_many_pixels(int64_t height, int64_t width, int64_t max_pixels, c
          std::to_string(max_pixels) + " allowed (data.max_image_pixels)";
 }
 
-Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::string& name, int64_t max_pixels) {
+// Opens `cinfo` on the bytes and reads the header: the image's size is checked
+// against the cap before anything is decoded.
+void open_jpeg(jpeg_decompress_struct& cinfo, const uint8_t* data, size_t size, const std::string& name,
+               int64_t max_pixels) {
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  if (const std::string big = too_many_pixels(cinfo.image_height, cinfo.image_width, max_pixels, name); !big.empty())
+    throw Error(big);  // thrown out of the caller's setjmp scope, which destroys cinfo first
+}
+
+DecodedRegion decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::string& name,
+                          int64_t max_pixels, const JpegRegion& want) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_error_exit;
   err.mgr.emit_message = jpeg_warning;
   // Declared before setjmp so that a longjmp never skips their lifetimes.
-  Image im;
+  DecodedRegion region;
   std::vector<uint8_t> raw;
+  std::string big;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     throw Error(name + ": corrupt JPEG image (" + err.message + ")");
   }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
-  jpeg_read_header(&cinfo, TRUE);
-  if (const std::string big = too_many_pixels(cinfo.image_height, cinfo.image_width, max_pixels, name); !big.empty()) {
+  try {
+    open_jpeg(cinfo, data, size, name, max_pixels);
+  } catch (const Error& e) {
+    big = e.what();
+  }
+  if (!big.empty()) {
     jpeg_destroy_decompress(&cinfo);
     throw Error(big);
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
   cinfo.out_color_space = cmyk ? JCS_CMYK : grey ? JCS_GRAYSCALE : JCS_RGB;
+  CMHA_CHECK(want.scale_eighths >= 1 && want.scale_eighths <= 8,
+             name + ": JPEG scale " + std::to_string(want.scale_eighths) + "/8 is outside 1/8..8/8");
+  cinfo.scale_num = static_cast<unsigned>(want.scale_eighths);
+  cinfo.scale_denom = 8;
   jpeg_start_decompress(&cinfo);
-  const int64_t H = cinfo.output_height, W = cinfo.output_width, C = cinfo.output_components;
-  raw.resize(static_cast<size_t>(H * W * C));
-  while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = raw.data() + static_cast<size_t>(cinfo.output_scanline) * W * C;
+  // The wanted rows and columns of the scaled image (negative ends: all of it).
+  const int64_t OH = cinfo.output_height, OW = cinfo.output_width;
+  const int64_t y0 = std::clamp<int64_t>(want.y0, 0, OH), y1 = want.y1 < 0 ? OH : std::clamp<int64_t>(want.y1, y0, OH);
+  const int64_t x0 = std::clamp<int64_t>(want.x0, 0, OW), x1 = want.x1 < 0 ? OW : std::clamp<int64_t>(want.x1, x0, OW);
+  if (y1 <= y0 || x1 <= x0) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(name + ": the JPEG region rows [" + std::to_string(y0) + ", " + std::to_string(y1) + "), columns [" +
+                std::to_string(x0) + ", " + std::to_string(x1) + ") is empty");
+  }
+  // Columns: libjpeg-turbo widens the crop to whole iMCUs, so the region may
+  // start left of x0. It upsamples the chroma of the crop as if its edges were
+  // the image's, so a crop's edge column may differ from the full decode by a
+  // level or two: one more column each side keeps [x0, x1) exact.
+  const int64_t c0 = std::max<int64_t>(x0 - 1, 0), c1 = std::min(x1 + 1, OW);
+  auto xoffset = static_cast<JDIMENSION>(c0), width = static_cast<JDIMENSION>(c1 - c0);
+  if (c1 - c0 < OW) jpeg_crop_scanline(&cinfo, &xoffset, &width);
+  const int64_t W = cinfo.output_width, C = cinfo.output_components;
+  raw.resize(static_cast<size_t>((y1 - y0) * W * C));
+  // Rows above the region are entropy-decoded only; rows below are not read at all.
+  while (static_cast<int64_t>(cinfo.output_scanline) < y0)
+    jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0 - cinfo.output_scanline));
+  while (static_cast<int64_t>(cinfo.output_scanline) < y1) {
+    JSAMPROW row = raw.data() + static_cast<size_t>(cinfo.output_scanline - y0) * W * C;
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
   const bool adobe_inverted = cinfo.saw_Adobe_marker;
-  jpeg_finish_decompress(&cinfo);
+  // A whole image is read to its end (a truncated tail is an error); a region stops at its last row.
+  if (cinfo.output_scanline == cinfo.output_height)
+    jpeg_finish_decompress(&cinfo);
+  else
+    jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
+  const int64_t H = y1 - y0;
+  Image im;
   if (cmyk) {
     // CMYK → RGB as PIL does: Photoshop writes inverted CMYK (Adobe marker),
     // so R = C·K/255; plain CMYK is R = (255 - C)(255 - K)/255.
@@ -113,7 +158,9 @@ Image decode_jpeg(const uint8_t* data, size_t size, ColorMode mode, const std::s
   } else {
     im.height = H, im.width = W, im.channels = C, im.pixels = std::move(raw);
   }
-  return to_mode(std::move(im), mode);
+  region.image = to_mode(std::move(im), mode);
+  region.top = y0, region.left = static_cast<int64_t>(xoffset);
+  return region;
 }
 
 // ---- PNG ----
@@ -188,17 +235,53 @@ void png_flush_fn(png_structp) {}
 Image decode_image(const uint8_t* data, size_t size, ColorMode mode, const std::string& name, int64_t max_pixels) {
   static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (size >= 8 && std::memcmp(data, png_sig, 8) == 0) return decode_png(data, size, mode, name, max_pixels);
-  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(data, size, mode, name, max_pixels);
+  if (is_jpeg(data, size)) return decode_jpeg(data, size, mode, name, max_pixels, JpegRegion{}).image;
   throw Error(name + ": not a JPEG or PNG image (" + (size == 0 ? std::string("the file is empty") : "unknown signature") +
               ")");
 }
 
-Image read_image_file(const std::string& path, ColorMode mode, int64_t max_pixels) {
-  refuse_special_file(path, "image file");
+bool is_jpeg(const uint8_t* data, size_t size) {
+  return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+ImageSize read_jpeg_size(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_warning;
+  std::string big;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(name + ": corrupt JPEG image (" + err.message + ")");
+  }
+  try {
+    open_jpeg(cinfo, data, size, name, max_pixels);
+  } catch (const Error& e) {
+    big = e.what();
+  }
+  const ImageSize s{cinfo.image_height, cinfo.image_width};
+  jpeg_destroy_decompress(&cinfo);
+  if (!big.empty()) throw Error(big);
+  return s;
+}
+
+DecodedRegion decode_jpeg_region(const uint8_t* data, size_t size, ColorMode mode, const std::string& name,
+                                 const JpegRegion& region, int64_t max_pixels) {
+  return decode_jpeg(data, size, mode, name, max_pixels, region);
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path, const std::string& what) {
+  refuse_special_file(path, what);
   std::ifstream in(path, std::ios::binary);
-  CMHA_CHECK(in, path + ": cannot open the image file");
+  CMHA_CHECK(in, path + ": cannot open the " + what);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CMHA_CHECK(!in.bad(), path + ": cannot read the image file");
+  CMHA_CHECK(!in.bad(), path + ": cannot read the " + what);
+  return bytes;
+}
+
+Image read_image_file(const std::string& path, ColorMode mode, int64_t max_pixels) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path, "image file");
   return decode_image(bytes.data(), bytes.size(), mode, path, max_pixels);
 }
 

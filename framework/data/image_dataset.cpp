@@ -46,6 +46,10 @@ ImageFolderDataset::ImageFolderDataset(const std::string& root, ColorMode mode, 
 
 Image ImageFolderDataset::load(int64_t i) const { return read_image_file(files_[i], mode_, max_pixels_); }
 
+ImageSource ImageFolderDataset::open(int64_t i) const {
+  return ImageSource(read_file_bytes(files_[i], "image file"), mode_, files_[i], max_pixels_);
+}
+
 IdxImageDataset::IdxImageDataset(const std::string& images_path, const std::string& labels_path, ColorMode mode,
                                  int64_t num_classes)
     : images_path_(images_path), num_classes_(num_classes), mode_(mode) {

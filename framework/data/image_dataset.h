@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/image.h"
+#include "data/image_source.h"
 
 namespace cmha::data {
 
@@ -20,6 +21,9 @@ class ImageDataset {
   virtual int64_t label(int64_t i) const = 0;
   // Decodes sample i (thread-safe); a bad image is a cmha::Error naming it.
   virtual Image load(int64_t i) const = 0;
+  // Sample i for the transforms, which decode only the region they keep
+  // (a JPEG's header is read here, its pixels later); by default load(i).
+  virtual ImageSource open(int64_t i) const { return ImageSource(load(i)); }
   // What names sample i in messages: its file, or "<idx file> image i".
   virtual std::string describe(int64_t i) const = 0;
 };
@@ -36,6 +40,7 @@ class ImageFolderDataset : public ImageDataset {
   int64_t num_classes() const override { return static_cast<int64_t>(classes_.size()); }
   int64_t label(int64_t i) const override { return labels_[i]; }
   Image load(int64_t i) const override;
+  ImageSource open(int64_t i) const override;
   std::string describe(int64_t i) const override { return files_[i]; }
   const std::vector<std::string>& classes() const { return classes_; }
 

@@ -74,24 +74,25 @@ ImageBatch ImageLoader::build_batch(int64_t index) const {
   float* dst = nullptr;
   for (int64_t k = begin; k < end; ++k) {
     const Slot& slot = slots_[k];
-    Image im;
+    // A bad file fails at its header (open) or in its pixels (the transform);
+    // either way its slot of the batch is taken by the next sample.
     try {
-      im = dataset_->load(slot.sample);
+      ImageSource src = dataset_->open(slot.sample);
+      if (C == 0) {
+        // The first good image fixes the channel count; samples go straight into the batch.
+        C = src.channels();
+        batch.images = opt_.pin_memory ? Tensor::empty_pinned({end - begin, C, S, S}) : Tensor::empty({end - begin, C, S, S});
+        dst = batch.images.data<float>();
+      }
+      CMHA_CHECK(src.channels() == C, dataset_->describe(slot.sample) + ": " + std::to_string(src.channels()) +
+                                          " channels where the batch has " + std::to_string(C));
+      SampleRandom rng(seed_, epoch_, slot.stream, kSampleDomain);
+      transform_sample(src, t, opt_.training, rng, dst + static_cast<int64_t>(labels.size()) * C * S * S);
     } catch (const Error&) {
       if (!opt_.skip_bad_images) throw;
       ++batch.skipped;
       continue;
     }
-    if (C == 0) {
-      // The first good image fixes the channel count; samples go straight into the batch.
-      C = im.channels;
-      batch.images = opt_.pin_memory ? Tensor::empty_pinned({end - begin, C, S, S}) : Tensor::empty({end - begin, C, S, S});
-      dst = batch.images.data<float>();
-    }
-    CMHA_CHECK(im.channels == C, dataset_->describe(slot.sample) + ": " + std::to_string(im.channels) +
-                                     " channels where the batch has " + std::to_string(C));
-    SampleRandom rng(seed_, epoch_, slot.stream, kSampleDomain);
-    transform_sample(im, t, opt_.training, rng, dst + static_cast<int64_t>(labels.size()) * C * S * S);
     labels.push_back(dataset_->label(slot.sample));
     batch.indices.push_back(slot.sample);
   }

@@ -9,108 +9,67 @@ namespace cmha::data {
 
 namespace {
 
-// Keys' cubic convolution with a = -0.5 (PIL, PyTorch's antialiased bicubic).
-double cubic(double x) {
-  constexpr double a = -0.5;
-  x = std::abs(x);
-  if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
-  if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
-  return 0;
-}
-double triangle(double x) {
-  x = std::abs(x);
-  return x < 1 ? 1 - x : 0;
+// A centre crop's offset: Python's round (half to even) of the margin's half, as torchvision.
+int64_t centre_offset(int64_t outer, int64_t inner) { return static_cast<int64_t>(std::nearbyint((outer - inner) / 2.0)); }
+
+// torchvision's Resize(size) sides: the shorter becomes `size`, the longer keeps the aspect (truncated).
+ImageSize shorter_side_size(int64_t height, int64_t width, int64_t size) {
+  const int64_t new_longer = size * std::max(height, width) / std::min(height, width);
+  return width <= height ? ImageSize{new_longer, size} : ImageSize{size, new_longer};
 }
 
-// The taps of an antialiased 1-D resampling from `in` to `out` samples: the
-// filter is stretched by the downscaling factor so that it averages every
-// input sample it covers (PyTorch's _upsample_*_aa, PIL's ImagingResample).
-struct Taps {
-  std::vector<int64_t> first, count;
-  std::vector<float> weights;  // [out, max_count]
-  int64_t max_count = 0;
-};
-
-Taps make_taps(int64_t in, int64_t out, Interpolation interp) {
-  const double scale = static_cast<double>(in) / static_cast<double>(out);
-  const double half_width = interp == Interpolation::bicubic ? 2.0 : 1.0;
-  const double support = half_width * std::max(scale, 1.0);
-  const double inv = scale >= 1 ? 1.0 / scale : 1.0;
-  Taps t;
-  t.max_count = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  t.first.resize(out), t.count.resize(out);
-  t.weights.assign(static_cast<size_t>(out * t.max_count), 0.0f);
-  for (int64_t i = 0; i < out; ++i) {
-    const double center = scale * (i + 0.5);
-    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
-    const int64_t n = std::min(hi - lo, t.max_count);
-    std::vector<double> w(static_cast<size_t>(n));
-    double total = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const double x = (j + lo - center + 0.5) * inv;
-      w[j] = interp == Interpolation::bicubic ? cubic(x) : triangle(x);
-      total += w[j];
-    }
-    t.first[i] = lo, t.count[i] = n;
-    for (int64_t j = 0; j < n; ++j) t.weights[i * t.max_count + j] = static_cast<float>(total != 0 ? w[j] / total : 0);
-  }
-  return t;
+// RandomResizedCrop: `box` of the source to S × S, decoded at the smallest
+// DCT scale n/8 at which the box still has S × S pixels, only its rows and
+// columns. The box maps to the fractional interval box·n/8 of the scaled
+// image; at n = 8 this is exactly the crop-then-resize of the whole image.
+Image resized_crop(ImageSource& src, const CropBox& box, int64_t S, Interpolation interp) {
+  const int n = src.scale_for(static_cast<double>(box.height), static_cast<double>(box.width), S, S);
+  const double f = n / 8.0;
+  const double top = box.top * f, left = box.left * f, h = box.height * f, w = box.width * f;
+  // The scaled pixels the box touches: the taps stay inside them, as they stay inside the crop at full scale.
+  const auto y0 = static_cast<int64_t>(std::floor(top)), x0 = static_cast<int64_t>(std::floor(left));
+  const int64_t y1 = std::min(static_cast<int64_t>(std::ceil(top + h)), src.scaled_height(n));
+  const int64_t x1 = std::min(static_cast<int64_t>(std::ceil(left + w)), src.scaled_width(n));
+  Taps ty = make_taps(y1 - y0, top - y0, h, S, 0, S, interp), tx = make_taps(x1 - x0, left - x0, w, S, 0, S, interp);
+  const DecodedRegion& r = src.decode(n, y0, y1, x0, x1);
+  ty.shift(y0 - r.top), tx.shift(x0 - r.left);
+  return resample(r.image, ty, tx);
 }
 
-uint8_t round_u8(float v) { return static_cast<uint8_t>(std::nearbyint(std::clamp(v, 0.0f, 255.0f))); }
-
-// Resamples the region `box` of `im` to out_h × out_w: rows first, then columns, in f32.
-Image resample_region(const Image& im, const CropBox& box, int64_t out_h, int64_t out_w, Interpolation interp) {
-  CMHA_CHECK(box.height > 0 && box.width > 0 && box.top >= 0 && box.left >= 0 && box.top + box.height <= im.height &&
-                 box.left + box.width <= im.width && out_h > 0 && out_w > 0,
-             "resize: region " + std::to_string(box.height) + "×" + std::to_string(box.width) + " at (" +
-                 std::to_string(box.top) + ", " + std::to_string(box.left) + ") of a " + std::to_string(im.height) +
-                 "×" + std::to_string(im.width) + " image to " + std::to_string(out_h) + "×" + std::to_string(out_w));
-  const int64_t C = im.channels;
-  const Taps tx = make_taps(box.width, out_w, interp), ty = make_taps(box.height, out_h, interp);
-  // Horizontal pass: [box.height, out_w, C] in f32.
-  std::vector<float> mid(static_cast<size_t>(box.height * out_w * C));
-  for (int64_t y = 0; y < box.height; ++y) {
-    const uint8_t* row = im.at(box.top + y, box.left);
-    float* dst = mid.data() + y * out_w * C;
-    for (int64_t x = 0; x < out_w; ++x) {
-      const float* w = tx.weights.data() + x * tx.max_count;
-      const uint8_t* src = row + tx.first[x] * C;
-      for (int64_t c = 0; c < C; ++c) {
-        float acc = 0;
-        for (int64_t j = 0; j < tx.count[x]; ++j) acc += w[j] * src[j * C + c];
-        dst[x * C + c] = acc;
-      }
-    }
+// Resize the shorter side to R, then the centre S × S: only the outputs of
+// the crop are computed, from the rows and columns their taps read, of the
+// image decoded at the smallest scale whose size still reaches R.
+Image resize_centre_crop(ImageSource& src, int64_t R, int64_t S, Interpolation interp) {
+  const int64_t H = src.height(), W = src.width();
+  const ImageSize out = shorter_side_size(H, W, R);
+  CMHA_CHECK(out.height >= S && out.width >= S,
+             "centre crop: " + std::to_string(S) + "×" + std::to_string(S) + " does not fit a " +
+                 std::to_string(out.height) + "×" + std::to_string(out.width) + " image");
+  const int64_t top = centre_offset(out.height, S), left = centre_offset(out.width, S);
+  if (out.height == H && out.width == W) {  // no resampling: a plain crop
+    const DecodedRegion& r = src.decode(8, top, top + S, left, left + S);
+    return crop(r.image, top - r.top, left - r.left, S, S);
   }
-  // Vertical pass, rounded once.
-  Image out(out_h, out_w, C);
-  std::vector<float> acc(static_cast<size_t>(out_w * C));
-  for (int64_t y = 0; y < out_h; ++y) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* w = ty.weights.data() + y * ty.max_count;
-    for (int64_t j = 0; j < ty.count[y]; ++j) {
-      const float* src = mid.data() + (ty.first[y] + j) * out_w * C;
-      for (int64_t k = 0; k < out_w * C; ++k) acc[k] += w[j] * src[k];
-    }
-    uint8_t* dst = out.at(y, 0);
-    for (int64_t k = 0; k < out_w * C; ++k) dst[k] = round_u8(acc[k]);
-  }
-  return out;
+  const int n = src.scale_for(static_cast<double>(H), static_cast<double>(W), out.height, out.width);
+  const double f = n / 8.0;
+  Taps ty = make_taps(src.scaled_height(n), 0.0, H * f, out.height, top, S, interp);
+  Taps tx = make_taps(src.scaled_width(n), 0.0, W * f, out.width, left, S, interp);
+  const int64_t y0 = ty.lowest(), x0 = tx.lowest();
+  const DecodedRegion& r = src.decode(n, y0, ty.highest(), x0, tx.highest());
+  ty.shift(-r.top), tx.shift(-r.left);
+  return resample(r.image, ty, tx);
 }
 
 }  // namespace
 
 Image resize(const Image& im, int64_t height, int64_t width, Interpolation interp) {
   if (height == im.height && width == im.width) return im;
-  return resample_region(im, {0, 0, im.height, im.width}, height, width, interp);
+  return resample(im, make_taps(im.height, height, interp), make_taps(im.width, width, interp));
 }
 
 Image resize_shorter_side(const Image& im, int64_t size, Interpolation interp) {
-  const int64_t shorter = std::min(im.height, im.width), longer = std::max(im.height, im.width);
-  const int64_t new_longer = size * longer / shorter;  // truncated, as torchvision
-  return im.width <= im.height ? resize(im, new_longer, size, interp) : resize(im, size, new_longer, interp);
+  const ImageSize s = shorter_side_size(im.height, im.width, size);
+  return resize(im, s.height, s.width, interp);
 }
 
 Image crop(const Image& im, int64_t top, int64_t left, int64_t height, int64_t width) {
@@ -126,10 +85,7 @@ Image crop(const Image& im, int64_t top, int64_t left, int64_t height, int64_t w
 }
 
 Image center_crop(const Image& im, int64_t height, int64_t width) {
-  // Python's round (half to even), as torchvision.
-  const int64_t top = static_cast<int64_t>(std::nearbyint((im.height - height) / 2.0));
-  const int64_t left = static_cast<int64_t>(std::nearbyint((im.width - width) / 2.0));
-  return crop(im, top, left, height, width);
+  return crop(im, centre_offset(im.height, height), centre_offset(im.width, width), height, width);
 }
 
 void hflip(Image& im) {
@@ -195,18 +151,16 @@ void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, Sampl
   }
 }
 
-void transform_sample(const Image& im, const ImageTransformOptions& o, bool training, SampleRandom& rng, float* out) {
+void transform_sample(ImageSource& src, const ImageTransformOptions& o, bool training, SampleRandom& rng, float* out) {
   const int64_t S = o.image_size;
   Image x;
-  if (training && !o.random_resized_crop) {
-    x = center_crop(resize_shorter_side(im, S, o.interpolation), S, S);
-  } else if (training) {
-    const CropBox box = random_resized_crop_box(im.height, im.width, o.crop_scale_lo, o.crop_scale_hi,
+  if (training && o.random_resized_crop) {
+    // The box is drawn from the header's size, before anything is decoded.
+    const CropBox box = random_resized_crop_box(src.height(), src.width(), o.crop_scale_lo, o.crop_scale_hi,
                                                 o.crop_ratio_lo, o.crop_ratio_hi, rng);
-    x = box.height == S && box.width == S ? crop(im, box.top, box.left, S, S)
-                                          : resample_region(im, box, S, S, o.interpolation);
+    x = resized_crop(src, box, S, o.interpolation);
   } else {
-    x = center_crop(resize_shorter_side(im, o.eval_resize, o.interpolation), S, S);
+    x = resize_centre_crop(src, training ? S : o.eval_resize, S, o.interpolation);
   }
   if (training) {
     if (o.hflip && rng.bernoulli(0.5f)) hflip(x);
@@ -214,6 +168,11 @@ void transform_sample(const Image& im, const ImageTransformOptions& o, bool trai
   }
   to_normalised_chw(x, o.mean, o.std, out);
   if (training) random_erase(out, x.channels, S, S, o.random_erasing, rng);
+}
+
+void transform_sample(const Image& im, const ImageTransformOptions& o, bool training, SampleRandom& rng, float* out) {
+  ImageSource src(im);
+  transform_sample(src, o, training, rng, out);
 }
 
 }  // namespace cmha::data

@@ -4,18 +4,20 @@
 //   train: RandomResizedCrop (bicubic) → horizontal flip → RandAugment →
 //          to f32 CHW, normalise → random erasing (per-pixel normal values)
 //   eval:  resize the shorter side (bicubic) → centre crop → normalise
-// Resampling is antialiased and separable (torchvision's resize with
-// antialias=True, PIL's filters): computed in f32, rounded to uint8 once.
+// Resampling is antialiased and separable (data/image_resample.h). A JPEG is
+// decoded only where the crop reads it, at the smallest DCT scale that still
+// covers the output (data/image_source.h): the crop box is drawn from the
+// header's size exactly as from the decoded image's.
 #include <cstdint>
 #include <vector>
 
 #include "data/image.h"
+#include "data/image_resample.h"
+#include "data/image_source.h"
 #include "data/rand_augment.h"
 #include "data/sample_random.h"
 
 namespace cmha::data {
-
-enum class Interpolation { bilinear, bicubic };
 
 Image resize(const Image& im, int64_t height, int64_t width, Interpolation interp = Interpolation::bicubic);
 // torchvision Resize(size): the shorter side becomes `size`, the other keeps the aspect (truncated).
@@ -59,7 +61,9 @@ struct ImageTransformOptions {
 };
 
 // One sample through the train (training = true) or eval pipeline, into
-// `out` [C, image_size, image_size] f32, C = im.channels.
+// `out` [C, image_size, image_size] f32, C = the image's channels.
+void transform_sample(ImageSource& src, const ImageTransformOptions& options, bool training, SampleRandom& rng,
+                      float* out);
 void transform_sample(const Image& im, const ImageTransformOptions& options, bool training, SampleRandom& rng,
                       float* out);
 

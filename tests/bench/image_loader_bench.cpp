@@ -11,17 +11,31 @@
 // Parts, per image, in the calling thread: JPEG decode; the train transforms
 // on a decoded image.
 //
+// Photos against torchvision (when CMHA_BENCH_PHOTOS names a folder made by
+// tests/bench/make_photo_set.py: ImageNet-like 500×375 JPEGs cut from the
+// photos Debian ships): DeiT's train transforms (as above) and the eval
+// transform (resize 256 bicubic, centre crop 224), 1 and 2 workers, on
+// CMHA_BENCH_PHOTO_LIMIT files (default 640, every k-th of the sorted list),
+// each iteration running cmha's loader and then torchvision 0.14 + PIL
+// (tests/bench/torchvision_loader.py, a DataLoader with as many one-thread
+// worker processes) on the same files; images/s per worker and per second
+// of CPU time (on a loaded machine the fairer "per core"), and the ratios.
+//
 // Run: build-bench/tests/bench/image_loader_bench [--benchmark_repetitions=N]
+//      /usr/bin/python3 tests/bench/make_photo_set.py build-bench/photos 2000
+//      CMHA_BENCH_PHOTOS=build-bench/photos build-bench/tests/bench/image_loader_bench --benchmark_filter=Photos
 // The summary prints images/s: the loader must be faster than the step.
 #include "bench_main.h"
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -37,6 +51,7 @@ namespace {
 
 constexpr int kImages = 64, kBatch = 32;
 std::map<std::string, std::vector<double>> g_images_per_s;  // side -> per-iteration rates
+std::map<std::string, std::vector<double>> g_ratios;        // side -> per-iteration cmha / reference
 
 Image synthetic_photo(int seed) {
   Image im(375, 500, 3);
@@ -154,7 +169,100 @@ void BM_VitStep(benchmark::State& state, int64_t d_model, int64_t depth, int64_t
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
+// Every k-th sample of a dataset (the same files torchvision_loader.py --stride takes).
+class StridedSubset : public ImageDataset {
+ public:
+  StridedSubset(std::shared_ptr<const ImageDataset> all, int64_t stride) : all_(std::move(all)), stride_(stride) {}
+  int64_t size() const override { return (all_->size() + stride_ - 1) / stride_; }
+  int64_t num_classes() const override { return all_->num_classes(); }
+  int64_t label(int64_t i) const override { return all_->label(i * stride_); }
+  Image load(int64_t i) const override { return all_->load(i * stride_); }
+  ImageSource open(int64_t i) const override { return all_->open(i * stride_); }
+  std::string describe(int64_t i) const override { return all_->describe(i * stride_); }
+
+ private:
+  std::shared_ptr<const ImageDataset> all_;
+  int64_t stride_;
+};
+
+const char* photos_dir() { return std::getenv("CMHA_BENCH_PHOTOS"); }
+
+double cpu_seconds() {  // this process, every thread
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct Rates {
+  double per_s = -1, per_cpu_s = -1;  // images per second of wall time, per second of CPU time
+};
+
+// A number after `"key": ` in a JSON line, or -1.
+double json_number(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\": ");
+  return at == std::string::npos ? -1 : std::atof(line.c_str() + at + key.size() + 4);
+}
+
+// torchvision's rates on the same files (-1 when the reference did not run).
+Rates torchvision_rates(const std::string& mode, int workers, int64_t stride) {
+  const std::string cmd = "env OMP_NUM_THREADS=1 /usr/bin/python3 " + std::string(CMHA_SOURCE_DIR) +
+                          "/tests/bench/torchvision_loader.py " + photos_dir() + " --mode " + mode + " --workers " +
+                          std::to_string(workers) + " --stride " + std::to_string(stride) + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {};
+  char line[512] = {0};
+  std::string last;
+  while (std::fgets(line, sizeof line, p)) last = line;
+  if (pclose(p) != 0) return {};
+  return {json_number(last, "images_per_s"), json_number(last, "images_per_cpu_s")};
+}
+
+void BM_Photos(benchmark::State& state, bool training) {
+  const int workers = static_cast<int>(state.range(0));
+  if (!photos_dir()) {
+    state.SkipWithError("CMHA_BENCH_PHOTOS is not set (tests/bench/make_photo_set.py makes the folder)");
+    return;
+  }
+  omp_set_num_threads(1);
+  auto all = std::make_shared<ImageFolderDataset>(photos_dir(), ColorMode::rgb);
+  const char* limit_env = std::getenv("CMHA_BENCH_PHOTO_LIMIT");
+  const int64_t limit = limit_env ? std::atoll(limit_env) : 640;
+  const int64_t stride = std::max<int64_t>(1, all->size() / std::max<int64_t>(limit, 1));
+  auto ds = std::make_shared<StridedSubset>(all, stride);
+  ImageLoaderOptions o = deit_train_options(workers);
+  o.training = training;
+  if (!training) o.drop_last = false;
+  ImageLoader loader(ds, o, 1);
+  const std::string mode = training ? "train" : "eval";
+  const std::string side = "photos " + mode + ", " + std::to_string(workers) + " worker(s), ";
+  int64_t epoch = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const double c0 = cpu_seconds();
+    loader.start_epoch(epoch++);
+    ImageBatch b;
+    int64_t n = 0;
+    while (loader.next(b)) n += b.images.size(0);
+    const double s = seconds_since(t0), c = cpu_seconds() - c0;
+    state.SetIterationTime(s);
+    g_images_per_s[side + "per worker: cmha"].push_back(n / s / workers);
+    g_images_per_s[side + "per CPU-s: cmha"].push_back(n / c);
+    const Rates ref = torchvision_rates(mode, workers, stride);
+    if (ref.per_s > 0 && ref.per_cpu_s > 0) {
+      g_images_per_s[side + "per worker: torchvision"].push_back(ref.per_s / workers);
+      g_images_per_s[side + "per CPU-s: torchvision"].push_back(ref.per_cpu_s);
+      g_ratios[side + "per worker, cmha / torchvision"].push_back(n / s / ref.per_s);
+      g_ratios[side + "per CPU-s, cmha / torchvision"].push_back(n / c / ref.per_cpu_s);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * ds->size());
+}
+
 void register_all() {
+  for (int w : {1, 2}) {
+    benchmark::RegisterBenchmark("BM_Photos/train", BM_Photos, true)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(1);
+    benchmark::RegisterBenchmark("BM_Photos/eval", BM_Photos, false)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(1);
+  }
   benchmark::RegisterBenchmark("BM_Decode", BM_Decode)->MinTime(1.0);
   benchmark::RegisterBenchmark("BM_TrainTransform", BM_TrainTransform)->MinTime(1.0);
   for (int w : {0, 1, 2})
@@ -169,7 +277,11 @@ void print_summary() {
   std::printf("\nimages per second (median over every timed iteration; %d-core machine):\n", omp_get_num_procs());
   for (auto& [side, rates] : g_images_per_s) {
     std::sort(rates.begin(), rates.end());
-    std::printf("  %-45s %9.1f\n", side.c_str(), rates[rates.size() / 2]);
+    std::printf("  %-52s %9.1f\n", side.c_str(), rates[rates.size() / 2]);
+  }
+  for (auto& [side, ratios] : g_ratios) {
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("  %-60s %6.2fx\n", side.c_str(), ratios[ratios.size() / 2]);
   }
   std::filesystem::remove_all(dataset_root());
 }

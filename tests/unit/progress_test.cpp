@@ -11,7 +11,6 @@
 #include "train/progress.h"
 
 using namespace cmha::train;
-using namespace cmha::run;
 
 namespace {
 
