@@ -82,6 +82,7 @@ class ImageSubset : public ImageDataset {
   int64_t num_classes() const override { return base_->num_classes(); }
   int64_t label(int64_t i) const override { return base_->label(indices_[i]); }
   Image load(int64_t i) const override { return base_->load(indices_[i]); }
+  ImageSource open(int64_t i) const override { return base_->open(indices_[i]); }
   std::string describe(int64_t i) const override { return base_->describe(indices_[i]); }
 
  private:
