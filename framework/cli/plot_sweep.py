@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--lines", default=None,
                     help="the grid keys whose combinations are the lines, comma-separated (default: the keys but --x)")
     ap.add_argument("--metric", required=True, help="the result column on the y axis")
+    ap.add_argument("--replicates", default="", help="the grid key whose values are replicates (train.seed)")
     ap.add_argument("-o", "--output", default="sweep.png", help="PNG to write")
     args = ap.parse_args()
     try:
@@ -46,7 +47,8 @@ def main():
     with open(args.csv, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     keys = args.keys.split(",")
-    others = [k for k in keys if k != args.x] if args.lines is None else [k for k in args.lines.split(",") if k]
+    others = ([k for k in keys if k != args.x] if args.lines is None else [k for k in args.lines.split(",") if k])
+    others = [k for k in others if k != args.replicates]
     lines = {}
     for r in rows:
         if r.get(args.metric, "") == "" or r.get(args.x, "") == "":
@@ -56,7 +58,19 @@ def main():
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     xs = sorted({x for pts in lines.values() for x, _ in pts})
     for label, pts in lines.items():
-        ax.plot(*zip(*sorted(pts)), "o-", label=label)
+        if not args.replicates:
+            ax.plot(*zip(*sorted(pts)), "o-", label=label)
+            continue
+        by_x = {}
+        for x, y in pts:
+            by_x.setdefault(x, []).append(y)
+        px = sorted(by_x)
+        means = [sum(by_x[x]) / len(by_x[x]) for x in px]
+        stds = [math.sqrt(sum((y - m) ** 2 for y in by_x[x]) / (len(by_x[x]) - 1)) if len(by_x[x]) > 1 else 0.0
+                for x, m in zip(px, means)]
+        n = max(len(v) for v in by_x.values())
+        bar = ax.errorbar(px, means, yerr=stds, fmt="o-", capsize=3, label=f"{label} (mean ± std, n={n})")
+        ax.plot(*zip(*pts), ".", color=bar[0].get_color(), alpha=0.3)
     if xs and all(x > 0 and math.log2(x).is_integer() for x in xs) and len(xs) > 2:
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs)

@@ -14,7 +14,9 @@
 
 #include "cli/command_line.h"
 #include "tensor/error.h"
+#include "run/recipe.h"
 #include "train/budget.h"
+#include "train/sweep.h"
 #include "train/sweep_runner.h"
 
 namespace cmha::cli {
@@ -32,7 +34,12 @@ const char* kSweepDescription =
     "running the same command again continues an interrupted sweep. A run\n"
     "directory that holds a run of another recipe (its recipe.yaml differs from\n"
     "the point's, e.g. after the recipe file changed) is refused, naming the first\n"
-    "differing key, unless --rerun-changed trains it afresh.\n";
+    "differing key, unless --rerun-changed trains it afresh.\n"
+    "With --seeds N each point is trained N times, with train.seed = the\n"
+    "recipe's seed, +1, ..., +N-1 (DIR/<name>_seed-S): sweep.csv keeps every run,\n"
+    "sweep.md shows each point's mean ± standard deviation and n, and the plot\n"
+    "draws the mean with error bars (one standard deviation) over faint markers\n"
+    "for the seeds. --grid train.seed=... is read the same way.\n";
 
 bool is_number(const std::string& s) {
   char* end = nullptr;
@@ -45,7 +52,7 @@ bool is_number(const std::string& s) {
 int sweep_command(const Args& args) {
   std::vector<std::string> positionals, grids;
   std::string metric, out_dir, x_key;
-  long long threads = 0, jobs = 1;
+  long long threads = 0, jobs = 1, seeds = -1;
   bool rerun_changed = false;
   CommandLine cl("sweep", kSweepDescription);
   cl.app().add_option("recipe", positionals, "the recipe file, and key.path=value overrides applied to every run")
@@ -66,6 +73,9 @@ int sweep_command(const Args& args) {
                       "runs trained at the same time; with more than one, each run writes its messages to "
                       "DIR/<name>/train.log instead of the terminal")
       ->check(whole_number(1, 4096))->type_name("N")->capture_default_str();
+  cl.app().add_option("--seeds", seeds,
+                      "train each grid point N times with different train.seed values (replicates)")
+      ->check(whole_number(1, 1000))->type_name("N");
   cl.app().add_flag("--rerun-changed", rerun_changed,
                     "train afresh (deleting its checkpoints and results) each run whose directory holds a run of "
                     "a different recipe, instead of refusing");
@@ -82,12 +92,18 @@ int sweep_command(const Args& args) {
   CMHA_CHECK(!axes.empty(), "cmha sweep needs at least one --grid KEY=V1,V2,...");
   CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
   CMHA_CHECK(!out_dir.empty(), "cmha sweep needs -o DIR for the runs and the tables");
+  if (seeds != -1) {
+    CMHA_CHECK(train::seed_axis_index(axes) < 0,
+               "--seeds and --grid train.seed=... both set the replicates: give one of them");
+    axes.push_back(train::seed_axis(seeds, run::Recipe::load(recipe_path, overrides).integer(train::kSeedKey)));
+  }
 
-  // The x axis: given, or the last axis whose values are all numbers. A
+  // The x axis: given, or the last axis whose values are all numbers (not the seeds). A
   // budget column (train/budget.h) stands in for that axis: the lines are
   // the other axes' combinations.
   std::string numeric_axis;
   for (auto it = axes.rbegin(); numeric_axis.empty() && it != axes.rend(); ++it) {
+    if (it->key == train::kSeedKey) continue;
     bool numeric = true;
     for (const auto& v : it->values) numeric = numeric && is_number(v);
     if (numeric) numeric_axis = it->key;
@@ -100,6 +116,7 @@ int sweep_command(const Args& args) {
   std::string budget_list;
   for (const auto& k : budget) budget_list += (budget_list.empty() ? "" : ", ") + k;
   CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys nor a budget column (" + budget_list + ")");
+  CMHA_CHECK(x_key != train::kSeedKey, "--x train.seed: the seeds are replicates, not an axis to plot against");
 
   train::SweepOptions options{recipe_path, overrides, axes, metric, out_dir, threads, jobs, rerun_changed};
   options.stop_requested = [] { return interrupted(); };
@@ -115,15 +132,16 @@ int sweep_command(const Args& args) {
   std::string keys, lines;
   for (const auto& a : axes) {
     keys += (keys.empty() ? "" : ",") + a.key;
-    if (a.key != x_key && !(x_budget && a.key == numeric_axis)) lines += (lines.empty() ? "" : ",") + a.key;
+    if (a.key != x_key && a.key != train::kSeedKey && !(x_budget && a.key == numeric_axis)) lines += (lines.empty() ? "" : ",") + a.key;
   }
   const fs::path png = fs::path(out_dir) / "sweep.png";
   // The tables are written: a missing matplotlib costs only the picture.
   int code = 2;
+  std::vector<std::string> plot_args{outcome.csv_path, "--keys", keys,   "--lines", lines,
+                                     "--x",            x_key,   "--metric", metric, "-o",      png.string()};
+  if (train::seed_axis_index(axes) >= 0) plot_args.insert(plot_args.end(), {"--replicates", train::kSeedKey});
   try {
-    code = run_plot_script(plot_script_path("plot_sweep.py"),
-                           {outcome.csv_path, "--keys", keys, "--lines", lines, "--x", x_key, "--metric", metric, "-o",
-                            png.string()});
+    code = run_plot_script(plot_script_path("plot_sweep.py"), plot_args);
   } catch (const Error&) {
   }
   if (code != 0)

@@ -78,4 +78,38 @@ Image IdxImageDataset::load(int64_t i) const {
 
 std::string IdxImageDataset::describe(int64_t i) const { return images_path_ + " image " + std::to_string(i); }
 
+ImageSubset::ImageSubset(std::shared_ptr<const ImageDataset> base, std::vector<int64_t> indices)
+    : base_(std::move(base)), indices_(std::move(indices)) {
+  for (const int64_t i : indices_)
+    CMHA_CHECK(i >= 0 && i < base_->size(), "image subset: index " + std::to_string(i) + " is outside the " +
+                                                std::to_string(base_->size()) + " images");
+}
+
+HoldoutSplit holdout_split(int64_t n, int64_t count, uint64_t seed) {
+  CMHA_CHECK(count > 0 && count < n, "data.holdout " + std::to_string(count) + " must leave training images: the "
+                                         "training split has " + std::to_string(n));
+  uint64_t state = seed;
+  const auto next = [&state] {  // SplitMix64
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  // The first `count` places of a Fisher-Yates shuffle (the draw's modulo bias is below 2^-40 for n < 2^24).
+  for (int64_t i = 0; i < count; ++i) {
+    const auto j = i + static_cast<int64_t>(next() % static_cast<uint64_t>(n - i));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  HoldoutSplit out;
+  out.held_out.assign(order.begin(), order.begin() + count);
+  std::sort(out.held_out.begin(), out.held_out.end());
+  std::vector<char> held(static_cast<size_t>(n), 0);
+  for (const int64_t i : out.held_out) held[static_cast<size_t>(i)] = 1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!held[static_cast<size_t>(i)]) out.kept.push_back(i);
+  return out;
+}
+
 }  // namespace cmha::data

@@ -82,4 +82,29 @@ class IdxImageDataset : public ImageDataset {
   ColorMode mode_;
 };
 
+// The samples `indices` of another dataset, in that order (a held-out
+// validation split, or the training images left after it).
+class ImageSubset : public ImageDataset {
+ public:
+  ImageSubset(std::shared_ptr<const ImageDataset> base, std::vector<int64_t> indices);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  int64_t label(int64_t i) const override { return base_->label(indices_[i]); }
+  Image load(int64_t i) const override { return base_->load(indices_[i]); }
+  ImageSource open(int64_t i) const override { return base_->open(indices_[i]); }
+  std::string describe(int64_t i) const override { return base_->describe(indices_[i]); }
+
+ private:
+  std::shared_ptr<const ImageDataset> base_;
+  std::vector<int64_t> indices_;
+};
+
+// `count` of the indices 0..n-1 drawn without replacement by `seed` (a
+// Fisher-Yates shuffle on SplitMix64, the same on every platform), and the
+// others; both ascending. 0 < count < n, else an error.
+struct HoldoutSplit {
+  std::vector<int64_t> kept, held_out;
+};
+HoldoutSplit holdout_split(int64_t n, int64_t count, uint64_t seed);
+
 }  // namespace cmha::data

@@ -214,13 +214,12 @@ std::string BleuScore::verbose() const {
   return out;
 }
 
-MetricScore BleuScore::result() const { return {"BLEU", score, signature, verbose()}; }
+MetricScore BleuScore::result() const { return {"BLEU", score, signature, verbose(), std::nullopt, std::nullopt}; }
 
-BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
-                            const std::vector<std::vector<std::string>>& ref_streams,
-                            const BleuOptions& options) {
+std::vector<BleuSegmentStats> bleu_segment_stats(const std::vector<std::string>& hyps,
+                                                 const std::vector<std::vector<std::string>>& ref_streams,
+                                                 const BleuOptions& options) {
   const Tok tok = parse_tokenizer(options.tokenize);
-  const Smooth smooth = parse_smooth(options.smooth);
   CMHA_CHECK(!ref_streams.empty(), "BLEU needs at least one reference stream");
   for (size_t r = 0; r < ref_streams.size(); ++r)
     CMHA_CHECK(ref_streams[r].size() == hyps.size(),
@@ -228,8 +227,10 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
                    " has " + std::to_string(ref_streams[r].size()) + " segments");
   const bool multi = ref_streams.size() > 1;
 
-  BleuScore s;
+  std::vector<BleuSegmentStats> out(hyps.size());
   for (size_t i = 0; i < hyps.size(); ++i) {
+    BleuSegmentStats& s = out[i];
+    s.fill(0);
     // References of this segment: n-gram counts as the maximum over them.
     NgramCounts ref_counts;
     std::vector<int64_t> ref_lens;
@@ -256,16 +257,27 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
         closest = len;
       }
     }
-    s.sys_len += hyp_len;
-    s.ref_len += closest;
+    s[0] = hyp_len;
+    s[1] = closest;
     for (const auto& [gram, count] : count_ngrams(hyp_tokens)) {
       const int n = order_of(gram);
-      s.totals[n - 1] += count;
+      s[1 + kMaxOrder + n] += count;
       const auto it = ref_counts.find(gram);
-      if (it != ref_counts.end()) s.counts[n - 1] += std::min(count, it->second);
+      if (it != ref_counts.end()) s[1 + n] += std::min(count, it->second);
     }
   }
+  return out;
+}
 
+BleuScore bleu_from_stats(const BleuSegmentStats& sums, size_t n_refs, const BleuOptions& options) {
+  const Smooth smooth = parse_smooth(options.smooth);
+  BleuScore s;
+  s.sys_len = sums[0];
+  s.ref_len = sums[1];
+  for (int n = 0; n < kMaxOrder; ++n) {
+    s.counts[n] = sums[2 + n];
+    s.totals[n] = sums[2 + kMaxOrder + n];
+  }
   double smooth_value = 0.0;
   std::string smooth_sig = options.smooth;
   if (smooth == Smooth::kFloor || smooth == Smooth::kAddK) {
@@ -274,12 +286,64 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
   }
   compute_score(s, smooth, smooth_value, options.effective_order);
 
-  s.signature = make_signature({{"nrefs", std::to_string(ref_streams.size())},
+  s.signature = make_signature({{"nrefs", std::to_string(n_refs)},
                                  {"case", options.lowercase ? "lc" : "mixed"},
                                  {"eff", options.effective_order ? "yes" : "no"},
                                  {"tok", options.tokenize + (options.compound_split ? "+compound" : "")},
                                  {"smooth", smooth_sig}});
   return s;
+}
+
+double bleu_resampled_score(const std::array<float, kBleuStats>& sums, const BleuOptions& options) {
+  // BLEU.compute_bleu on a float32 numpy row: each precision is a float32
+  // (numpy 2 keeps a Python float beside a float32 in float32), its log, the
+  // brevity penalty and the score are Python floats.
+  const Smooth smooth = parse_smooth(options.smooth);
+  const double smooth_value =
+      options.smooth_value.value_or(smooth == Smooth::kFloor ? 0.1 : smooth == Smooth::kAddK ? 1.0 : 0.0);
+  const auto sys_len = static_cast<int64_t>(sums[0]), ref_len = static_cast<int64_t>(sums[1]);
+  double bp = 1.0;
+  if (sys_len < ref_len)
+    bp = sys_len > 0 ? std::exp(1.0 - static_cast<double>(ref_len) / static_cast<double>(sys_len)) : 0.0;
+  bool any = false;
+  for (int n = 0; n < kMaxOrder; ++n) any = any || sums[2 + n] != 0.0f;
+  if (!any) return 0.0;
+  std::array<float, kMaxOrder> precisions{};
+  float smooth_mteval = 1.0f;
+  int eff_order = kMaxOrder;
+  for (int n = 1; n <= kMaxOrder; ++n) {
+    float correct = sums[1 + n], total = sums[1 + kMaxOrder + n];
+    if (smooth == Smooth::kAddK && n > 1) {
+      correct += static_cast<float>(smooth_value);
+      total += static_cast<float>(smooth_value);
+    }
+    if (total == 0.0f) break;
+    if (options.effective_order) eff_order = n;
+    if (correct == 0.0f) {
+      if (smooth == Smooth::kExp) {
+        smooth_mteval *= 2.0f;
+        precisions[n - 1] = 100.0f / (smooth_mteval * total);
+      } else if (smooth == Smooth::kFloor) {
+        precisions[n - 1] = static_cast<float>(100.0 * smooth_value) / total;
+      }
+    } else {
+      precisions[n - 1] = 100.0f * correct / total;
+    }
+  }
+  std::array<double, kMaxOrder> logs{};
+  for (int n = 0; n < eff_order; ++n)
+    logs[n] = precisions[n] == 0.0f ? -9999999999.0 : std::log(static_cast<double>(precisions[n]));
+  return bp * std::exp(py_sum(logs, eff_order) / eff_order);
+}
+
+BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
+                            const std::vector<std::vector<std::string>>& ref_streams,
+                            const BleuOptions& options) {
+  parse_smooth(options.smooth);
+  BleuSegmentStats sums{};
+  for (const BleuSegmentStats& s : bleu_segment_stats(hyps, ref_streams, options))
+    for (size_t k = 0; k < sums.size(); ++k) sums[k] += s[k];
+  return bleu_from_stats(sums, ref_streams.size(), options);
 }
 
 BleuScore corpus_bleu(const std::vector<std::string>& hyps, const std::vector<std::string>& refs,

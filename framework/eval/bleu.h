@@ -80,6 +80,23 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
                             const std::vector<std::vector<std::string>>& ref_streams,
                             const BleuOptions& options = {});
 
+// sacreBLEU's sufficient statistics of one segment, in its order:
+// [hypothesis length, closest reference length, matches of orders 1..4,
+// hypothesis n-grams of orders 1..4]. Summed over a corpus (or a resample of
+// its segments) they give the corpus score.
+inline constexpr size_t kBleuStats = 10;
+using BleuSegmentStats = std::array<int64_t, kBleuStats>;
+
+// The statistics of each segment (reference streams as corpus_bleu_multi's).
+std::vector<BleuSegmentStats> bleu_segment_stats(const std::vector<std::string>& hyps,
+                                                 const std::vector<std::vector<std::string>>& ref_streams,
+                                                 const BleuOptions& options = {});
+// The corpus score of summed statistics, with the signature of `n_refs` references.
+BleuScore bleu_from_stats(const BleuSegmentStats& sums, size_t n_refs, const BleuOptions& options = {});
+// The score sacreBLEU's bootstrap computes from a resample's statistics,
+// which it sums as float32 (numpy 2): the precisions are float32 values.
+double bleu_resampled_score(const std::array<float, kBleuStats>& sums, const BleuOptions& options = {});
+
 // Scores a hypothesis file against a reference file (read_metric_input),
 // with errors naming both files when their line counts differ.
 BleuScore corpus_bleu_files(const std::string& hyp_path, const std::string& ref_path,

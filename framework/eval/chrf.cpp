@@ -67,44 +67,74 @@ std::vector<Counts> segment_ngrams(const std::string& line, const ChrfOptions& o
   return out;
 }
 
-// CHRF._compute_f_score on [hyp, ref, match] per order.
-double f_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
-  const double eps = 1e-16;
+// A number as Python and numpy 2 (NEP 50) compute with it: a Python float
+// (double), or a numpy float32. An operation with a float32 operand is done
+// in float32, the Python operand (float or int) cast to float32 first.
+struct PyNum {
+  double v;
+  bool f32;
+  PyNum(double value, bool is_f32 = false) : v(is_f32 ? static_cast<float>(value) : value), f32(is_f32) {}
+  friend PyNum apply(PyNum a, PyNum b, char op) {
+    if (a.f32 || b.f32) {
+      const auto x = static_cast<float>(a.v), y = static_cast<float>(b.v);
+      const float r = op == '+' ? x + y : op == '-' ? x - y : op == '*' ? x * y : x / y;
+      return {r, true};
+    }
+    return {op == '+' ? a.v + b.v : op == '-' ? a.v - b.v : op == '*' ? a.v * b.v : a.v / b.v, false};
+  }
+  friend PyNum operator+(PyNum a, PyNum b) { return apply(a, b, '+'); }
+  friend PyNum operator*(PyNum a, PyNum b) { return apply(a, b, '*'); }
+  friend PyNum operator/(PyNum a, PyNum b) { return apply(a, b, '/'); }
+  // Comparisons with 0 give the same answer in either precision.
+  bool positive() const { return v > 0; }
+};
+
+// CHRF._compute_f_score on [hyp, ref, match] per order, as Python computes it
+// on Python ints (`f32` false) or on a float32 numpy row (`f32` true: the
+// statistics sacreBLEU's bootstrap sums).
+template <class Stat>
+PyNum f_score_py(const Stat* stats, const ChrfOptions& o, bool f32) {
+  const PyNum eps(1e-16);
   const int order = o.char_order + o.word_order;
-  const double factor = static_cast<double>(o.beta) * o.beta;
-  double score = 0.0, avg_prec = 0.0, avg_rec = 0.0;
+  const PyNum factor(static_cast<double>(o.beta) * o.beta), one(1.0), hundred(100.0);
+  PyNum score(0.0), avg_prec(0.0), avg_rec(0.0);
   int effective_order = 0;
   for (int i = 0; i < order; ++i) {
-    const auto n_hyp = static_cast<double>(stats[3 * i]);
-    const auto n_ref = static_cast<double>(stats[3 * i + 1]);
-    const auto n_match = static_cast<double>(stats[3 * i + 2]);
-    const double prec = n_hyp > 0 ? n_match / n_hyp : eps;
-    const double rec = n_ref > 0 ? n_match / n_ref : eps;
-    const double denom = factor * prec + rec;
-    score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
-    if (n_hyp > 0 && n_ref > 0) {
-      avg_prec += prec;
-      avg_rec += rec;
+    const PyNum n_hyp(static_cast<double>(stats[3 * i]), f32);
+    const PyNum n_ref(static_cast<double>(stats[3 * i + 1]), f32);
+    const PyNum n_match(static_cast<double>(stats[3 * i + 2]), f32);
+    const PyNum prec = n_hyp.positive() ? n_match / n_hyp : eps;
+    const PyNum rec = n_ref.positive() ? n_match / n_ref : eps;
+    const PyNum denom = factor * prec + rec;
+    score = score + (denom.positive() ? (one + factor) * prec * rec / denom : eps);
+    if (n_hyp.positive() && n_ref.positive()) {
+      avg_prec = avg_prec + prec;
+      avg_rec = avg_rec + rec;
       ++effective_order;
     }
   }
-  if (o.eps_smoothing) return 100 * score / order;
+  if (o.eps_smoothing) return hundred * score / PyNum(order);
   if (effective_order == 0) {
-    avg_prec = avg_rec = 0.0;
+    avg_prec = avg_rec = PyNum(0.0);
   } else {
-    avg_prec /= effective_order;
-    avg_rec /= effective_order;
+    avg_prec = avg_prec / PyNum(effective_order);
+    avg_rec = avg_rec / PyNum(effective_order);
   }
-  if (avg_prec + avg_rec == 0.0) return 0.0;
-  score = (1 + factor) * avg_prec * avg_rec;
-  score /= factor * avg_prec + avg_rec;
-  return 100 * score;
+  if ((avg_prec + avg_rec).v == 0.0) return PyNum(0.0);
+  score = (one + factor) * avg_prec * avg_rec;
+  score = score / (factor * avg_prec + avg_rec);
+  return hundred * score;
+}
+
+double f_score(const std::vector<int64_t>& stats, const ChrfOptions& o) {
+  return f_score_py(stats.data(), o, false).v;
 }
 
 }  // namespace
 
-ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
-                      const ChrfOptions& options) {
+std::vector<std::vector<int64_t>> chrf_segment_stats(const std::vector<std::string>& hyps,
+                                                     const std::vector<std::vector<std::string>>& ref_streams,
+                                                     const ChrfOptions& options) {
   CMHA_CHECK(options.char_order >= 0 && options.word_order >= 0 && options.char_order + options.word_order > 0,
              "chrF needs a character or word n-gram order above 0 (got " + std::to_string(options.char_order) +
                  " and " + std::to_string(options.word_order) + ")");
@@ -116,8 +146,7 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<st
                    " has " + std::to_string(ref_streams[r].size()) + " segments");
   const size_t orders = static_cast<size_t>(options.char_order + options.word_order);
 
-  ChrfScore s;
-  s.stats.assign(3 * orders, 0);
+  std::vector<std::vector<int64_t>> out(hyps.size());
   for (size_t i = 0; i < hyps.size(); ++i) {
     CMHA_CHECK(detail::find_invalid_utf8(hyps[i]) == std::string_view::npos,
                "chrF: hypothesis segment " + std::to_string(i + 1) + " is not valid UTF-8");
@@ -149,17 +178,35 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<st
         best = std::move(stats);
       }
     }
-    for (size_t k = 0; k < best.size(); ++k) s.stats[k] += best[k];
+    out[i] = std::move(best);
   }
+  return out;
+}
+
+ChrfScore chrf_from_stats(const std::vector<int64_t>& sums, size_t n_refs, const ChrfOptions& options) {
+  ChrfScore s;
+  s.stats = sums;
   s.score = f_score(s.stats, options);
   s.name = "chrF" + std::to_string(options.beta) + std::string(static_cast<size_t>(options.word_order), '+');
-  s.signature = make_signature({{"nrefs", std::to_string(ref_streams.size())},
+  s.signature = make_signature({{"nrefs", std::to_string(n_refs)},
                                 {"case", options.lowercase ? "lc" : "mixed"},
                                 {"eff", options.eps_smoothing ? "no" : "yes"},
                                 {"nc", std::to_string(options.char_order)},
                                 {"nw", std::to_string(options.word_order)},
                                 {"space", options.whitespace ? "yes" : "no"}});
   return s;
+}
+
+float chrf_resampled_score(const std::vector<float>& sums, const ChrfOptions& options) {
+  return static_cast<float>(f_score_py(sums.data(), options, true).v);
+}
+
+ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
+                      const ChrfOptions& options) {
+  std::vector<int64_t> sums(3 * static_cast<size_t>(std::max(0, options.char_order + options.word_order)), 0);
+  for (const std::vector<int64_t>& s : chrf_segment_stats(hyps, ref_streams, options))
+    for (size_t k = 0; k < sums.size(); ++k) sums[k] += s[k];
+  return chrf_from_stats(sums, ref_streams.size(), options);
 }
 
 }  // namespace cmha::eval

@@ -39,7 +39,7 @@ struct ChrfScore {
   std::string name;       // "chrF2", "chrF2++"
   std::string signature;  // "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:..."
 
-  MetricScore result() const { return {name, score, signature, ""}; }
+  MetricScore result() const { return {name, score, signature, "", std::nullopt, std::nullopt}; }
 };
 
 // Corpus chrF of UTF-8 hypotheses against reference streams, each as long as
@@ -48,5 +48,16 @@ struct ChrfScore {
 // empty reference line adds nothing.
 ChrfScore corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& ref_streams,
                       const ChrfOptions& options = {});
+
+// sacreBLEU's statistics of each segment: [hyp, ref, match] per order, from
+// the reference with the best F-score. Summed, they give the corpus score.
+std::vector<std::vector<int64_t>> chrf_segment_stats(const std::vector<std::string>& hyps,
+                                                     const std::vector<std::vector<std::string>>& ref_streams,
+                                                     const ChrfOptions& options = {});
+// The corpus score of summed statistics, with the signature of `n_refs` references.
+ChrfScore chrf_from_stats(const std::vector<int64_t>& sums, size_t n_refs, const ChrfOptions& options = {});
+// The score sacreBLEU's bootstrap computes from a resample's statistics,
+// summed as float32: under numpy 2 every step of it is float32 arithmetic.
+float chrf_resampled_score(const std::vector<float>& sums, const ChrfOptions& options = {});
 
 }  // namespace cmha::eval

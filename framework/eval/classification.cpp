@@ -26,6 +26,7 @@ void ClassificationMeter::add(const Tensor& logits, const Tensor& labels) {
   CMHA_KERNEL(dev, reduce.target_rank)(z, y, rank);
   for (int64_t better : rank.to_i64_vector()) {
     top1_ += better == 0;
+    top1_correct_.push_back(better == 0);
     top5_ += better < 5;
   }
   samples_ += logits.size(0);
@@ -34,6 +35,7 @@ void ClassificationMeter::add(const Tensor& logits, const Tensor& labels) {
 ClassificationScores ClassificationMeter::scores() const {
   ClassificationScores s;
   s.samples = samples_;
+  s.top1_correct = top1_correct_;
   if (samples_ == 0) return s;
   const double n = static_cast<double>(samples_);
   s.loss = loss_sum_ / n;

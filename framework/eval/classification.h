@@ -4,6 +4,7 @@
 // task's validation, its final evaluation and `cmha eval`.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -12,6 +13,7 @@ namespace cmha::eval {
 struct ClassificationScores {
   double loss = 0, top1 = 0, top5 = 0;  // mean loss; accuracies in percent
   int64_t samples = 0;
+  std::vector<uint8_t> top1_correct;    // per sample, in the loader's order: 1 where top-1 is right
   nlohmann::json to_json() const;       // {"top1", "top5", "loss", "samples"}
 };
 
@@ -26,6 +28,7 @@ class ClassificationMeter {
  private:
   double loss_sum_ = 0;
   int64_t top1_ = 0, top5_ = 0, samples_ = 0;
+  std::vector<uint8_t> top1_correct_;
 };
 
 }  // namespace cmha::eval

@@ -34,8 +34,15 @@ std::string format_score(double score, int width) {
   return buf;
 }
 
+std::string MetricScore::score_text(int width) const {
+  std::string out = format_score(score, width);
+  if (confidence_mean && *confidence_mean > 0)  // sacreBLEU prints it when the mean is above 0
+    out += " (μ = " + format_score(*confidence_mean, width) + " ± " + format_score(*confidence_ci, width) + ")";
+  return out;
+}
+
 std::string MetricScore::text(int width) const {
-  std::string out = name + "|" + signature + " = " + format_score(score, width);
+  std::string out = name + "|" + signature + " = " + score_text(width);
   if (!verbose.empty()) out += " " + verbose;
   return out;
 }
@@ -46,6 +53,12 @@ nlohmann::ordered_json MetricScore::json(int width) const {
   // sacreBLEU: float(f"{score:.{width}f}"), a number rounded as printed.
   j["score"] = std::strtod(format_score(score, width).c_str(), nullptr);
   j["signature"] = signature;
+  if (confidence_mean && *confidence_mean > 0) {
+    const std::string mean = format_score(*confidence_mean, width), ci = format_score(*confidence_ci, width);
+    j["confidence_mean"] = std::strtod(mean.c_str(), nullptr);
+    j["confidence_var"] = std::strtod(ci.c_str(), nullptr);
+    j["confidence"] = "μ = " + mean + " ± " + ci;
+  }
   if (!verbose.empty()) j["verbose_score"] = verbose;
   size_t start = 0;
   while (start <= signature.size()) {
@@ -61,7 +74,7 @@ nlohmann::ordered_json MetricScore::json(int width) const {
 
 std::string format_results_text(const std::vector<MetricScore>& scores, int width, bool score_only) {
   std::vector<std::string> lines;
-  for (const MetricScore& s : scores) lines.push_back(score_only ? format_score(s.score, width) : s.text(width));
+  for (const MetricScore& s : scores) lines.push_back(score_only ? s.score_text(width) : s.text(width));
   // Right-align the "name|signature" parts so that the '=' signs line up.
   size_t w = 0;
   if (!score_only)
@@ -77,7 +90,7 @@ std::string format_results_text(const std::vector<MetricScore>& scores, int widt
 
 std::string format_results_json(const std::vector<MetricScore>& scores, int width, bool score_only) {
   std::vector<std::string> items;
-  for (const MetricScore& s : scores) items.push_back(score_only ? format_score(s.score, width) : s.json(width).dump(1));
+  for (const MetricScore& s : scores) items.push_back(score_only ? s.score_text(width) : s.json(width).dump(1));
   if (items.size() == 1) return items[0];
   std::string out = "[\n";
   for (size_t i = 0; i < items.size(); ++i) out += items[i] + (i + 1 < items.size() ? ",\n" : "\n");

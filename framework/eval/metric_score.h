@@ -4,6 +4,7 @@
 // and the training's final evaluation print scores only through these, so
 // the lines and results.json read the same everywhere.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,13 @@ struct MetricScore {
   // What follows the score on BLEU's line ("93.0/77.2/65.1/55.2 (BP = 0.744 ...)");
   // empty for chrF and TER.
   std::string verbose;
+  // With --confidence: the bootstrap mean and the half-width of its 95 %
+  // interval, printed after the score as "(μ = 53.1 ± 5.8)".
+  std::optional<double> confidence_mean, confidence_ci;
 
+  // The score with `width` decimals and, with a confidence interval,
+  // " (μ = 53.12 ± 5.77)": what --score-only prints.
+  std::string score_text(int width = 2) const;
   // sacreBLEU's line: "BLEU|<signature> = 53.03 93.0/77.2/65.1/55.2 (BP = ...)",
   // the score with `width` decimals.
   std::string text(int width = 2) const;

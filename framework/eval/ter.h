@@ -38,7 +38,7 @@ struct TerScore {
   // "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:..."
   std::string signature;
 
-  MetricScore result() const { return {"TER", score, signature, ""}; }
+  MetricScore result() const { return {"TER", score, signature, "", std::nullopt, std::nullopt}; }
 };
 
 // Corpus TER of UTF-8 hypotheses against reference streams, each as long as

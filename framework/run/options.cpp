@@ -161,6 +161,9 @@ std::vector<OptionSpec> build() {
   everyone.add("train.dist_bucket_mb", T::real, "25", "Gradient bucket size in MB: each full bucket is all-reduced during the backward pass (the first holds 1 MiB, as in PyTorch DDP; a model smaller than 8 buckets gets eighths of itself, at least 1 MiB)", 1e-6, 1 << 20);
   everyone.add("train.dist_overlap", T::boolean, "true", "All-reduce buckets as they fill (false: all after the backward pass)");
   everyone.choice("train.dist_grad_dtype", "f32", "Gradient all-reduce precision: f32, or bf16 (half the bytes; every partial sum rounded to bf16, ~3 significant digits)", {"f32", "bf16"});
+  // Honest model selection: checkpoint_best is chosen on the validation split, the test split is scored once.
+  Keys selecting_tasks(r, {}, {"translation", "image_classification"});
+  selecting_tasks.add("data.valid_is_test", T::boolean, "false", "Accept a validation split that is the test split (the same file): checkpoint_best and the validation scores are then chosen on the data the final score reports; refused unless true");
   // ---- translation data (translation_task) ----
   translation_tasks.add("data.train_prefix", T::string, "work/local_en_de/train", "Training corpus: <prefix>.<source_lang> and <prefix>.<target_lang>, line-aligned UTF-8");
   translation_tasks.add("data.valid_prefix", T::string, "work/local_en_de/dev", "Validation corpus prefix (as data.train_prefix)");
@@ -189,6 +192,10 @@ std::vector<OptionSpec> build() {
   image_tasks.add("data.train_labels", T::string, "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz", "Training labels (IDX)");
   image_tasks.add("data.valid_images", T::string, "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", "Validation images (IDX)");
   image_tasks.add("data.valid_labels", T::string, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "Validation labels (IDX)");
+  image_tasks.add("data.test_images", T::string, "''", "Test images (IDX), scored once by the final evaluation (results.json); '' = the final evaluation scores the validation split");
+  image_tasks.add("data.test_labels", T::string, "''", "Test labels (IDX)");
+  image_tasks.add("data.holdout", T::integer, "0", "Training images held out as the validation split (checkpoint_best is chosen on them), drawn by data.holdout_seed; 0 = validate on data.valid_images or data.valid_dir", 0);
+  image_tasks.add("data.holdout_seed", T::integer, "0", "Seed of the draw of the held-out training images (the same seed and training files hold out the same images)", 0);
   image_tasks.add("data.batch_size", T::integer, "128", "Samples per micro-batch (images)", 1, 1 << 20);
   image_tasks.add("data.mean", T::real, "0.2860", "Pixel mean subtracted before the model (Fashion-MNIST's)");
   image_tasks.add("data.std", T::real, "0.3530", "Pixel std divided out before the model (Fashion-MNIST's)", 1e-6);
@@ -199,6 +206,7 @@ std::vector<OptionSpec> build() {
   image_tasks.add("data.valid_dir", T::string, "val", "Validation split folder under data.root (the same class folders as training)");
   image_tasks.add("data.shuffle_buffer", T::integer, "10000", "Shards: samples each rank's shuffle buffer holds (the epoch's shuffle is the shard order × this buffer)", 1, 1 << 24);
   image_tasks.add("data.shard_max_side", T::integer, "0", "Shards: the shorter-side cap they were packed with (cmha pack --max-side; 0 = original images); checked against their shards.json", 0, 1 << 16);
+  image_tasks.add("data.test_dir", T::string, "''", "Test split folder under data.root, scored once by the final evaluation; '' = the final evaluation scores the validation split");
   image_tasks.add("data.max_image_pixels", T::integer, "89478485", "Largest image decoded, in pixels (width × height; Pillow's MAX_IMAGE_PIXELS): a larger one is an error naming it", 1, int64_t{1} << 40);
   image_tasks.add("data.channel_mean", T::real_list, "[]", "Per-channel pixel mean (ImageNet: [0.485, 0.456, 0.406]); [] = data.mean for every channel");
   image_tasks.add("data.channel_std", T::real_list, "[]", "Per-channel pixel std (ImageNet: [0.229, 0.224, 0.225]); [] = data.std for every channel");

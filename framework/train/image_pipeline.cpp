@@ -32,50 +32,96 @@ std::pair<float, float> range_of(const run::Recipe& r, const std::string& key) {
 
 }  // namespace
 
+namespace {
+
+bool same_source(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return a == b || std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
 ImageData make_image_data(const run::Recipe& r) {
   const int64_t classes = r.integer("model.num_classes"), channels = r.integer("model.channels");
   CMHA_CHECK(channels == 1 || channels == 3, "model.channels " + std::to_string(channels) +
                                                  ": image data is grey (1) or RGB (3)");
   const data::ColorMode mode = channels == 3 ? data::ColorMode::rgb : data::ColorMode::grey;
+  const int64_t holdout = r.integer("data.holdout");
+  const bool idx = r.string("data.format") == "idx";
   ImageData d;
-  if (r.string("data.format") == "idx") {
+  std::string valid_key, valid_path, test_key, test_path;
+  if (idx) {
+    valid_key = "data.valid_images", valid_path = r.string(valid_key);
+    test_key = "data.test_images", test_path = r.string(test_key);
     d.train = std::make_shared<data::IdxImageDataset>(r.string("data.train_images"), r.string("data.train_labels"),
                                                       mode, classes);
-    d.valid = std::make_shared<data::IdxImageDataset>(r.string("data.valid_images"), r.string("data.valid_labels"),
-                                                      mode, classes);
-    return d;
+    if (holdout == 0)
+      d.valid = std::make_shared<data::IdxImageDataset>(valid_path, r.string("data.valid_labels"), mode, classes);
+    if (!test_path.empty())
+      d.test = std::make_shared<data::IdxImageDataset>(test_path, r.string("data.test_labels"), mode, classes);
+  } else {
+    const std::string format = r.string("data.format");
+    const std::string root = r.string("data.root");
+    CMHA_CHECK(!root.empty(), "data.format is " + format + " but data.root is not set");
+    const std::string train_dir = (std::filesystem::path(root) / r.string("data.train_dir")).string();
+    valid_key = "data.valid_dir", valid_path = (std::filesystem::path(root) / r.string(valid_key)).string();
+    test_key = "data.test_dir";
+    if (!r.string(test_key).empty()) test_path = (std::filesystem::path(root) / r.string(test_key)).string();
+    const int64_t max_pixels = r.integer("data.max_image_pixels");
+    if (format == "shards") {
+      // A shard set is read sequentially, shard by shard: a held-out subset of it would read at random.
+      CMHA_CHECK(holdout == 0, "data.holdout picks validation images out of the training images, which shards "
+                               "cannot serve in order: pack a validation split (cmha pack) as data.valid_dir");
+      const int64_t buffer = r.integer("data.shuffle_buffer"), max_side = r.integer("data.shard_max_side");
+      auto train = std::make_shared<data::ShardDataset>(train_dir, mode, classes, max_pixels, buffer);
+      // What the recipe says it trains on must be what was packed; labels are class indices.
+      const auto check_packing = [&](const data::ShardDataset& s, const std::string& dir) {
+        CMHA_CHECK(s.info().max_side == max_side, "data.shard_max_side is " + std::to_string(max_side) +
+                                                      " but the shards of " + dir + " were packed with --max-side " +
+                                                      std::to_string(s.info().max_side));
+      };
+      check_packing(*train, train_dir);
+      const auto open_like_train = [&](const std::string& dir) {
+        auto split = std::make_shared<data::ShardDataset>(dir, mode, classes, max_pixels, buffer);
+        check_packing(*split, dir);
+        CMHA_CHECK(train->info().classes == split->info().classes,
+                   dir + " has " + std::to_string(split->num_classes()) + " classes that differ from the " +
+                       std::to_string(train->num_classes()) + " of " + train_dir);
+        return split;
+      };
+      d.valid = open_like_train(valid_path);
+      if (!test_path.empty()) d.test = open_like_train(test_path);
+      d.train = std::move(train);
+    } else {
+      auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes, max_pixels);
+      // Labels are folder indices: different folders would silently mislabel.
+      const auto open_like_train = [&](const std::string& dir) {
+        auto split = std::make_shared<data::ImageFolderDataset>(dir, mode, classes, max_pixels);
+        CMHA_CHECK(train->classes() == split->classes(), dir + " has " + std::to_string(split->num_classes()) +
+                                                             " class folders that differ from the " +
+                                                             std::to_string(train->num_classes()) + " of " + train_dir);
+        return split;
+      };
+      if (holdout == 0) d.valid = open_like_train(valid_path);
+      if (!test_path.empty()) d.test = open_like_train(test_path);
+      d.train = std::move(train);
+    }
   }
-  const std::string format = r.string("data.format");
-  const std::string root = r.string("data.root");
-  CMHA_CHECK(!root.empty(), "data.format is " + format + " but data.root is not set");
-  const std::string train_dir = (std::filesystem::path(root) / r.string("data.train_dir")).string();
-  const std::string valid_dir = (std::filesystem::path(root) / r.string("data.valid_dir")).string();
-  const int64_t max_pixels = r.integer("data.max_image_pixels");
-  if (format == "shards") {
-    const int64_t buffer = r.integer("data.shuffle_buffer"), max_side = r.integer("data.shard_max_side");
-    auto train = std::make_shared<data::ShardDataset>(train_dir, mode, classes, max_pixels, buffer);
-    auto valid = std::make_shared<data::ShardDataset>(valid_dir, mode, classes, max_pixels, buffer);
-    // What the recipe says it trains on must be what was packed; labels are class indices.
-    for (const data::ShardDataset* s : {train.get(), valid.get()})
-      CMHA_CHECK(s->info().max_side == max_side,
-                 "data.shard_max_side is " + std::to_string(max_side) + " but the shards of " +
-                     (s == train.get() ? train_dir : valid_dir) + " were packed with --max-side " +
-                     std::to_string(s->info().max_side));
-    CMHA_CHECK(train->info().classes == valid->info().classes,
-               valid_dir + " has " + std::to_string(valid->num_classes()) + " classes that differ from the " +
-                   std::to_string(train->num_classes()) + " of " + train_dir);
-    d.train = std::move(train);
-    d.valid = std::move(valid);
-    return d;
+  if (holdout > 0) {
+    const data::HoldoutSplit split =
+        data::holdout_split(d.train->size(), holdout, static_cast<uint64_t>(r.integer("data.holdout_seed")));
+    d.valid = std::make_shared<data::ImageSubset>(d.train, split.held_out);
+    d.train = std::make_shared<data::ImageSubset>(d.train, split.kept);
+    d.valid_source = "data.holdout " + std::to_string(holdout) + " training images (data.holdout_seed " +
+                     std::to_string(r.integer("data.holdout_seed")) + ")";
+  } else {
+    d.valid_source = valid_path;
+    CMHA_CHECK(test_path.empty() || !same_source(valid_path, test_path) || r.boolean("data.valid_is_test"),
+               valid_key + " and " + test_key + " are the same ('" + test_path +
+                   "'): checkpoint_best would be chosen on the test split; hold out training images instead "
+                   "(data.holdout: 5000) or set data.valid_is_test: true to accept it");
   }
-  auto train = std::make_shared<data::ImageFolderDataset>(train_dir, mode, classes, max_pixels);
-  auto valid = std::make_shared<data::ImageFolderDataset>(valid_dir, mode, classes, max_pixels);
-  // Labels are folder indices: different folders would silently mislabel.
-  CMHA_CHECK(train->classes() == valid->classes(), valid_dir + " has " + std::to_string(valid->num_classes()) +
-                                                       " class folders that differ from the " +
-                                                       std::to_string(train->num_classes()) + " of " + train_dir);
-  d.train = std::move(train);
-  d.valid = std::move(valid);
+  d.test_source = test_path;
   return d;
 }
 

@@ -16,11 +16,18 @@
 
 namespace cmha::train {
 
+// With data.holdout N, the validation split is N training images drawn by
+// data.holdout_seed and training sees the others; data.test_images (IDX) or
+// data.test_dir (ImageFolder) is the test split the final evaluation scores
+// once. A validation split read from the test split's file or folder is
+// refused unless data.valid_is_test says so.
 struct ImageData {
   std::shared_ptr<const data::ImageDataset> train, valid;
+  std::shared_ptr<const data::ImageDataset> test;  // null without a test split
+  std::string valid_source, test_source;            // what each split is, for results.json
 };
 
-// Opens both splits; their class counts must equal model.num_classes
+// Opens the splits; their class counts must equal model.num_classes
 // (IDX: labels must be below it), else an error naming the folder or file.
 ImageData make_image_data(const run::Recipe& recipe);
 

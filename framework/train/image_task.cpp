@@ -31,6 +31,9 @@ ImageClassificationTask::ImageClassificationTask(const run::Recipe& r, Generator
   const auto seed = static_cast<uint64_t>(r.integer("train.seed"));
   train_ = std::make_unique<data::ImageLoader>(d.train, image_loader_options(r, true), seed, rank, world);
   valid_ = std::make_unique<data::ImageLoader>(d.valid, image_loader_options(r, false), seed, 0, 1);
+  if (d.test) test_ = std::make_unique<data::ImageLoader>(d.test, image_loader_options(r, false), seed, 0, 1);
+  valid_source_ = d.valid_source;
+  test_source_ = d.test_source;
   label_smoothing_ = static_cast<float>(r.real("train.label_smoothing"));
   model_ = std::make_shared<nn::VisionTransformer>(run::vit_config(r), init_gen);
   // Initialised on the CPU (the same numbers on every device), then moved.
@@ -118,13 +121,18 @@ nlohmann::json ImageClassificationTask::final_evaluation(const std::string& run_
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model_->named_parameters()) params.emplace(name, p);
   run::restore_weights(chosen, run::load_checkpoint(chosen).weights, params);
-  nlohmann::json out = evaluate_classifier(*model_, *valid_).to_json();
+  // The test split, once, when there is one (checkpoint_best was chosen on the validation split).
+  data::ImageLoader& scored = test_ ? *test_ : *valid_;
+  nlohmann::json out = evaluate_classifier(*model_, scored).to_json();
   out["checkpoint"] = fs::path(chosen).filename().string();
+  out["split"] = test_ ? "test" : "valid";
+  out["valid_source"] = valid_source_;
+  if (test_) out["test_source"] = test_source_;
   if (!latest.empty()) {
     const run::Checkpoint last = run::load_checkpoint(latest);
     if (!last.ema.empty()) {
       run::restore_weights(latest, last.ema, params);
-      const eval::ClassificationScores ema = evaluate_classifier(*model_, *valid_);
+      const eval::ClassificationScores ema = evaluate_classifier(*model_, scored);
       out["ema_top1"] = ema.top1;
       out["ema_top5"] = ema.top5;
       out["ema_loss"] = ema.loss;

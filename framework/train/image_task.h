@@ -42,7 +42,8 @@ class ImageClassificationTask : public Task {
   std::shared_ptr<nn::VisionTransformer> model_;
   Device device_;  // train.device: the model's, and each batch's once loaded
   // Training is sharded by rank; every rank validates on the whole split.
-  std::unique_ptr<data::ImageLoader> train_, valid_;
+  std::unique_ptr<data::ImageLoader> train_, valid_, test_;  // test_: null without a test split
+  std::string valid_source_, test_source_;
   float label_smoothing_;
   int world_ = 1;
   // On a GPU, the next training batch, taken from the loader and sent while

@@ -60,6 +60,21 @@ GridAxis parse_grid_axis(const std::string& text) {
   return axis;
 }
 
+GridAxis seed_axis(long long count, long long first_seed) {
+  CMHA_CHECK(count >= 1, "--seeds needs a number of replicates of 1 or more, got " + std::to_string(count));
+  CMHA_CHECK(count <= 1000, "--seeds " + std::to_string(count) + " is more replicates than a sweep can train (at most 1000)");
+  CMHA_CHECK(first_seed >= 0, "train.seed must be 0 or more for --seeds, got " + std::to_string(first_seed));
+  GridAxis axis{kSeedKey, {}};
+  for (long long k = 0; k < count; ++k) axis.values.push_back(std::to_string(first_seed + k));
+  return axis;
+}
+
+int seed_axis_index(const std::vector<GridAxis>& axes) {
+  for (size_t a = 0; a < axes.size(); ++a)
+    if (axes[a].key == kSeedKey) return static_cast<int>(a);
+  return -1;
+}
+
 std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes) {
   std::map<std::string, int> leaves;
   std::set<std::string> keys;
@@ -127,9 +142,10 @@ std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<Sweep
   return out;
 }
 
-std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
-                           const std::string& metric) {
-  const auto cols = result_columns(rows, metric);
+namespace {
+
+std::string markdown_per_run(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
+                             const std::vector<std::string>& cols) {
   std::string head = "|", rule = "|";
   for (const auto& a : axes) head += " " + a.key + " |", rule += "---|";
   for (const auto& c : cols) head += " " + c + " |", rule += "---:|";
@@ -139,6 +155,59 @@ std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<
     for (const auto& v : r.point.values) out += " " + v + " |";
     for (const auto& c : cols)
       out += " " + (r.results.contains(c) && r.results[c].is_number() ? table_number(r.results[c].get<double>()) : "") + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+// mean ± sample standard deviation of the values a column has over a point's seeds.
+std::string mean_std(const std::vector<double>& v) {
+  if (v.empty()) return "";
+  double mean = 0.0;
+  for (const double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  if (v.size() == 1) return table_number(mean);
+  double ss = 0.0;
+  for (const double x : v) ss += (x - mean) * (x - mean);
+  const double sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(mean) >= 10 ? "%.2f ± %.2f" : "%.4f ± %.4f", mean, sd);
+  return buf;
+}
+
+}  // namespace
+
+std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
+                           const std::string& metric) {
+  const auto cols = result_columns(rows, metric);
+  const int seed = seed_axis_index(axes);
+  if (seed < 0) return markdown_per_run(axes, rows, cols);
+  // The points without their seed, in the order they first appear.
+  std::vector<std::vector<std::string>> groups;
+  std::map<std::vector<std::string>, std::vector<const SweepRow*>> members;
+  for (const auto& r : rows) {
+    std::vector<std::string> values = r.point.values;
+    values.erase(values.begin() + seed);
+    if (!members.count(values)) groups.push_back(values);
+    members[values].push_back(&r);
+  }
+  std::string head = "|", rule = "|";
+  for (size_t a = 0; a < axes.size(); ++a)
+    if (static_cast<int>(a) != seed) head += " " + axes[a].key + " |", rule += "---|";
+  head += " n |", rule += "---:|";
+  for (const auto& c : cols) head += " " + c + " (mean ± std) |", rule += "---:|";
+  std::string out = head + "\n" + rule + "\n";
+  for (const auto& g : groups) {
+    const auto& runs = members[g];
+    out += "|";
+    for (const auto& v : g) out += " " + v + " |";
+    out += " " + std::to_string(runs.size()) + " |";
+    for (const auto& c : cols) {
+      std::vector<double> v;
+      for (const SweepRow* r : runs)
+        if (r->results.contains(c) && r->results[c].is_number()) v.push_back(r->results[c].get<double>());
+      out += " " + mean_std(v) + " |";
+    }
     out += "\n";
   }
   return out;

@@ -31,6 +31,15 @@ struct GridPoint {
 // repeated axis is an error.
 std::vector<GridPoint> expand_grid(const std::vector<GridAxis>& axes);
 
+// Replicates: the grid axis of train.seed. `cmha sweep --seeds N` adds it
+// (last, so a point's seeds sit together) with the values first_seed ..
+// first_seed + N - 1; a --grid train.seed=... is the same axis. The tables
+// then summarise each point over its seeds.
+inline constexpr const char* kSeedKey = "train.seed";
+GridAxis seed_axis(long long count, long long first_seed);
+// The index of the train.seed axis, or -1.
+int seed_axis_index(const std::vector<GridAxis>& axes);
+
 // Whether the run directory `dir` may go on as a run of `wanted` (resumed,
 // or its results.json reused): "" when it holds no run, or a run whose
 // recipe.yaml resolves as `wanted` does; otherwise why not, as the end of a
@@ -47,8 +56,12 @@ struct SweepRow {
 // The numeric result keys of all rows, `metric` first then alphabetical; a row
 // without a numeric `metric` is an error naming its run.
 std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const std::string& metric);
-// name, the axes' keys, then the result columns; empty cells where a run lacks a key.
+// name, the axes' keys, then the result columns; empty cells where a run
+// lacks a key. Every run is a row, replicates too.
 std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows, const std::string& metric);
+// A row per run; with a train.seed axis, a row per combination of the other
+// axes instead: n (the seeds) and each result as mean ± sample standard
+// deviation (the mean alone where n is 1).
 std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
                            const std::string& metric);
 

@@ -81,6 +81,14 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
       const std::string path = data::corpus_path(final_.test_prefix, lang);
       CMHA_CHECK(fs::is_regular_file(path), "data.test_prefix: the test corpus file '" + path + "' does not exist");
     }
+    // Honest model selection: validation BLEU and checkpoint_best must not see the test split.
+    std::error_code ec;
+    const std::string valid_file = data::corpus_path(r.string("data.valid_prefix"), tgt_lang),
+                      test_file = data::corpus_path(final_.test_prefix, tgt_lang);
+    CMHA_CHECK(!fs::equivalent(valid_file, test_file, ec) || r.boolean("data.valid_is_test"),
+               "data.valid_prefix and data.test_prefix are the same corpus ('" + test_file +
+                   "'): checkpoints would be chosen on the test split; give a separate validation corpus or set "
+                   "data.valid_is_test: true to accept it");
   }
 
   data::SentencePieceOptions so;

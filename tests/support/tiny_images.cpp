@@ -24,7 +24,11 @@ void write_tiny_fashion_mnist(const std::string& dir, int64_t train, int64_t tes
 std::string tiny_vit_overrides(const std::string& data, const std::string& run_dir) {
   return "data.train_images=" + data + "/train-images-idx3-ubyte.gz data.train_labels=" + data +
          "/train-labels-idx1-ubyte.gz data.valid_images=" + data + "/t10k-images-idx3-ubyte.gz data.valid_labels=" +
-         data + "/t10k-labels-idx1-ubyte.gz data.batch_size=16 model.d_model=16 model.depth=1 model.ffn_dim=32 "
+         data + "/t10k-labels-idx1-ubyte.gz "
+         // The tiny data has one held-out split: validation and test alike (the shipped recipe holds out 5 000
+         // training images instead).
+         "data.holdout=0 data.test_images=" + data + "/t10k-images-idx3-ubyte.gz data.test_labels=" + data +
+         "/t10k-labels-idx1-ubyte.gz data.valid_is_test=true data.batch_size=16 model.d_model=16 model.depth=1 model.ffn_dim=32 "
          "model.attention.heads=2 model.attention.key_dim=8 lr.warmup=2 lr.warmup_epochs=0 train.log_every=1 train.save_dir=" + run_dir;
 }
 

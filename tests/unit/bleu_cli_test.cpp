@@ -183,7 +183,7 @@ TEST(BleuCommand, MistakesExitTwoNamingTheProblem) {
                      {"cannot open hypothesis file '" + f.dir + "/missing.txt'", "No such file"});
   expect_usage_error("bleu " + f.dir + "/nope.txt -i " + f.hyp, {"cannot open reference '" + f.dir + "/nope.txt'"});
   expect_usage_error("bleu -i " + f.hyp, {"needs the reference files"});
-  expect_usage_error("bleu -i " + f.hyp + " " + f.ref, {"-i takes one hypothesis file, not 2", "before -i"});
+  expect_usage_error("bleu -i " + f.hyp + " " + f.ref, {"-i took 2 files", "--paired-bs", "before -i"});
   expect_usage_error("bleu --ref " + f.ref + " --hyp " + f.hyp, {"not '--ref'", "the reference files first"});
   expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -tok zh", {"--tokenize", "zh", "'13a', 'intl', 'char' or 'none'"});
   expect_usage_error("bleu " + f.ref + " -i " + f.hyp + " -f latex", {"--format", "'text' or 'json'"});

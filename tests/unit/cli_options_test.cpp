@@ -138,7 +138,7 @@ TEST(CliOptions, AKeyTheModelDoesNotReadIsRefused) {
   test::CommandResult r = test::run_cmha("train " + recipe + " model.activation=relu --dump-config");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "command line (model.activation=relu): model.activation is read only by model.kind "
-                            "transformer, and this recipe's model.kind is vit (" + recipe + ":14)"))
+                            "transformer, and this recipe's model.kind is vit (" + recipe + ":20)"))
       << r.output;
   // From a file: its name and line.
   const std::string dir = test::temp_dir("cli_unread_key");

@@ -60,6 +60,39 @@ TEST(EvalCli, ScoresTheBestCheckpointAsTheFinalEvaluationDid) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "| 30 samples | top1 ")) << r.output;
   EXPECT_TRUE(has(r.output, "| top5 ")) << r.output;
+  // top-1's bootstrap interval; the tiny run's test split is its validation split (data.valid_is_test).
+  EXPECT_TRUE(has(r.output, "eval | test split (" + dir + "/t10k-images-idx3-ubyte.gz) | top1 95% CI [")) << r.output;
+  EXPECT_TRUE(has(r.output, "1000 resamples, seed 12345)")) << r.output;
+  const nlohmann::json with_ci = nlohmann::json::parse(test::run_cmha("eval --json " + run + "/checkpoint_8.safetensors").output);
+  EXPECT_LE(with_ci.at("top1_ci95").at(0).get<double>(), with_ci.at("top1").get<double>());
+  EXPECT_GE(with_ci.at("top1_ci95").at(1).get<double>(), with_ci.at("top1").get<double>());
+  EXPECT_EQ(with_ci.at("split"), "test");
+
+  // Two checkpoints: both on the same images, and McNemar's exact test.
+  r = test::run_cmha("eval --json " + run + "/checkpoint_best.safetensors " + run + "/checkpoint_8.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json pair = nlohmann::json::parse(r.output);
+  const nlohmann::json& mc = pair.at("mcnemar");
+  EXPECT_EQ(mc.at("both_right").get<int>() + mc.at("only_first").get<int>() + mc.at("only_second").get<int>() +
+                mc.at("both_wrong").get<int>(),
+            30);
+  EXPECT_NEAR((mc.at("both_right").get<int>() + mc.at("only_first").get<int>()) * 100.0 / 30, pair.at("top1"), 1e-9);
+  EXPECT_NEAR((mc.at("both_right").get<int>() + mc.at("only_second").get<int>()) * 100.0 / 30,
+              pair.at("compared").at("top1"), 1e-9);
+  EXPECT_GT(mc.at("p_value").get<double>(), 0.0);
+  EXPECT_LE(mc.at("p_value").get<double>(), 1.0);
+  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors " + run + "/checkpoint_8.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "mcnemar | both right ")) << r.output;
+  EXPECT_TRUE(has(r.output, "| only the first 0 | only the second 0 | both wrong ")) << r.output;
+  EXPECT_TRUE(has(r.output, "p = 1.0000 (exact, two-sided)")) << r.output;
+  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors " + run + "/checkpoint_8.safetensors " + run +
+                     "/checkpoint_best.safetensors");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "takes one checkpoint, or two to compare, got 3")) << r.output;
+  r = test::run_cmha("eval " + run + "/checkpoint_8.safetensors --split test data.test_images=");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "has no test split in its recipe")) << r.output;
 
   // The same test images as an ImageFolder (class folders "0".."9") score the same.
   const data::IdxBytes pixels = data::read_idx_u8(dir + "/t10k-images-idx3-ubyte.gz", 3);

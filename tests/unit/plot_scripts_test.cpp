@@ -69,5 +69,16 @@ TEST(PlotScripts, SweepDrawsAPercentMetricAgainstAGridKey) {
             0)
       << test::read_file(dir + "/log");
   EXPECT_GT(fs::file_size(dir + "/sweep.png"), 10000u);
+  // Replicates: the mean with error bars.
+  test::write_file(dir + "/seeds.csv",
+                   "name,model.attention.key_dim,train.seed,top1\n"
+                   "a,32,1,87.1\nb,32,2,86.5\nc,8,1,80.2\nd,8,2,81.0\n");
+  EXPECT_EQ(run_script("plot_sweep.py", dir + "/seeds.csv --keys model.attention.key_dim,train.seed "
+                                        "--x model.attention.key_dim --metric top1 --replicates train.seed -o " +
+                                            dir + "/seeds.png",
+                       dir + "/log"),
+            0)
+      << test::read_file(dir + "/log");
+  EXPECT_GT(fs::file_size(dir + "/seeds.png"), 10000u);
   fs::remove_all(dir);
 }

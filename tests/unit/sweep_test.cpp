@@ -77,6 +77,58 @@ TEST(SweepTables, CsvAndMarkdownWithTheMetricFirst) {
   EXPECT_TRUE(has(error_of([&] { sweep_csv(axes, rows, "top1"); }), "run 'key_dim-8' has no numeric 'top1'"));
 }
 
+TEST(SweepSeeds, ReplicatesAreATrainSeedAxisSummarisedAsMeanStdAndN) {
+  const GridAxis seeds = seed_axis(3, 5);
+  EXPECT_EQ(seeds.key, "train.seed");
+  EXPECT_EQ(seeds.values, (std::vector<std::string>{"5", "6", "7"}));
+  const std::vector<GridAxis> axes{parse_grid_axis("model.attention.key_dim=64,8"), seed_axis(2, 1)};
+  EXPECT_EQ(seed_axis_index(axes), 1);
+  EXPECT_EQ(seed_axis_index({axes[0]}), -1);
+  const auto points = expand_grid(axes);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].name, "key_dim-64_seed-1");
+  EXPECT_EQ(points[1].name, "key_dim-64_seed-2");
+  EXPECT_EQ(points[1].overrides, (std::vector<std::string>{"model.attention.key_dim=64", "train.seed=2"}));
+  const std::vector<SweepRow> rows{{points[0], {{"top1", 88.0}, {"loss", 0.25}}},
+                                   {points[1], {{"top1", 86.0}, {"loss", 0.35}}},
+                                   {points[2], {{"top1", 80.0}, {"loss", 0.5}}},
+                                   {points[3], {{"top1", 81.0}}}};
+  // Every run in the CSV ...
+  EXPECT_EQ(sweep_csv(axes, rows, "top1"),
+            "name,model.attention.key_dim,train.seed,top1,loss\n"
+            "key_dim-64_seed-1,64,1,88.0,0.25\n"
+            "key_dim-64_seed-2,64,2,86.0,0.35\n"
+            "key_dim-8_seed-1,8,1,80.0,0.5\n"
+            "key_dim-8_seed-2,8,2,81.0,\n");
+  // ... and each point's mean ± sample standard deviation over its seeds in the table.
+  EXPECT_EQ(sweep_markdown(axes, rows, "top1"),
+            "| model.attention.key_dim | n | top1 (mean ± std) | loss (mean ± std) |\n"
+            "|---|---:|---:|---:|\n"
+            "| 64 | 2 | 87.00 ± 1.41 | 0.3000 ± 0.0707 |\n"
+            "| 8 | 2 | 80.50 ± 0.71 | 0.5000 |\n");
+  EXPECT_TRUE(has(error_of([] { seed_axis(0, 1); }), "--seeds needs a number of replicates of 1 or more, got 0"));
+  EXPECT_TRUE(has(error_of([] { seed_axis(-2, 1); }), "got -2"));
+}
+
+TEST(SweepCli, SeedsTrainEachPointNTimes) {
+  const std::string dir = test::temp_dir("sweep_seeds");
+  const std::string args = dir + "/tiny.yaml --threads 1 --grid model.attention.key_dim=8 --seeds 2 --metric top1 -o " +
+                           dir + "/sweep " + write_tiny_sweep_recipe(dir, 2);
+  const test::CommandResult r = test::run_cmha("sweep " + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  // The recipe's seed (1) and the next.
+  for (const char* name : {"key_dim-8_seed-1", "key_dim-8_seed-2"}) {
+    EXPECT_TRUE(fs::exists(run_results_path(dir + "/sweep/" + name))) << name;
+    EXPECT_TRUE(has(test::read_file(dir + "/sweep/" + name + "/recipe.yaml"),
+                    std::string("seed: ") + name[std::string(name).size() - 1]))
+        << name;
+  }
+  EXPECT_TRUE(has(test::read_file(dir + "/sweep/sweep.csv"), "\nkey_dim-8_seed-2,8,2,")) << r.output;
+  EXPECT_TRUE(has(r.output, "| model.attention.key_dim | n | top1 (mean ± std) |")) << r.output;
+  EXPECT_TRUE(has(r.output, "| 8 | 2 | ")) << r.output;
+  fs::remove_all(dir);
+}
+
 TEST(SweepCli, RunsEveryPointTabulatesAndResumes) {
   const std::string dir = test::temp_dir("sweep_cli");
   const std::string args = dir + "/tiny.yaml --threads 1 --grid model.attention.type=concat,collaborative "
@@ -180,6 +232,9 @@ TEST(SweepCli, ArgumentErrors) {
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d --jobs 0", "--jobs");
   code_and("r.yaml --grid model.depth=1 --metric top1 -o d --x model.d_model", "--x model.d_model is not one of the --grid keys");
   code_and("/nonexistent.yaml --grid model.depth=1 --metric top1 -o d", "/nonexistent.yaml");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --seeds 0", "--seeds");
+  code_and("r.yaml --grid model.depth=1 --metric top1 -o d --seeds 0", "from 1 to 1000, not '0'");
+  code_and("r.yaml --grid train.seed=1,2 --metric top1 -o d --seeds 2", "--seeds and --grid train.seed=... both");
   EXPECT_EQ(test::run_cmha("sweep --help").code, 0);
 }
 
