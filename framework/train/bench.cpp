@@ -13,6 +13,7 @@
 #include "backend/matmul.h"
 #include "backend/profile.h"
 #include "nn/attention/attention.h"
+#include "tensor/emulated_stream.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
 #include "optim/optimizer.h"
@@ -156,6 +157,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     if (count_flops || (profile && i == warmup)) backend::reset_profile();
     backend::set_profiling(count_flops || profiled);
     const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t syncs_before = emulated_host_syncs();
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
     Tensor loss = bench.loss();
@@ -170,6 +172,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
       backend::ProfilePhase phase("optimizer");
       optimizer->step();
     }
+    const int64_t syncs = static_cast<int64_t>(emulated_host_syncs() - syncs_before);
     // Reading the loss waits for the device's queue: on a GPU the step ends there.
     const float l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -177,6 +180,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
     if (i >= warmup) {
+      if (cuda_emulated_async() && !device.is_cpu()) r.host_syncs_per_step = std::max(r.host_syncs_per_step, syncs);
       timed_seconds += ms / 1000.0;
       r.step_ms.push_back(ms);
       exchange_ms.push_back(1000.0 * (buckets.exposed_seconds() - exposed_before));
@@ -206,6 +210,7 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {"device", device},
                       {"gpu_peak_reserved_mb", gpu_peak_reserved_mb},
                       {"gpu_pool_growths_timed", gpu_pool_growths_timed},
+                      {"host_syncs_per_step", host_syncs_per_step},
                       {"threads", threads},          {"ranks", ranks},
                       {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},
