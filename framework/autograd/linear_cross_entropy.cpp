@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/loss_chunks.h"
 #include "autograd/ops.h"
@@ -69,10 +70,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
                                            "cross_entropy): its gradient needs the per-row upstream values");
   const int64_t N = x.size(0), V = w.size(0), D = x.size(1);
   Tensor t = target.to(DType::i64).contiguous();
-  const backend::TargetCount counted = CMHA_KERNEL(dev, loss.count_targets)(t, V, ignore_index);
-  CMHA_CHECK(counted.bad_row < 0, "cross_entropy: target " + std::to_string(counted.bad_value) + " in row " +
-                                      std::to_string(counted.bad_row) + " is out of range for " + std::to_string(V) +
-                                      " classes (ignore_index is " + std::to_string(ignore_index) + ")");
+  const int64_t count = checked_target_count(t, V, ignore_index, reduction == Reduction::mean);
   const bool need_grad = autograd::needs_grad({x, w});
   // Under bf16 autocast the GEMMs read bf16 copies (made once), as linear's do.
   const DType gemm = autograd::autocast_bf16() ? DType::bf16 : DType::f32;
@@ -81,7 +79,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   Tensor row_loss = Tensor::empty({N}, DType::f32, dev), max = Tensor::empty({N}, DType::f32, dev),
          log_sum = Tensor::empty({N}, DType::f32, dev), predictions = Tensor::empty({N}, DType::i64, dev);
   Tensor dz = need_grad ? Tensor::empty({N, V}, gemm, dev) : Tensor();  // d loss/d logits, upstream 1
-  const float denom = reduction == Reduction::mean ? static_cast<float>(counted.count) : 1.0f;
+  const float denom = reduction == Reduction::mean ? static_cast<float>(count) : 1.0f;
   const Tensor one = Tensor::full({1}, 1.0, DType::f32, dev);
   const int64_t rows = chunk_rows(N, V, dev);
   Tensor z = Tensor::empty({std::min(rows, N), V}, DType::f32, dev);  // one chunk's logits
@@ -102,7 +100,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   }
 
   Tensor loss = Tensor::empty({}, DType::f32, dev);
-  CMHA_KERNEL(dev, loss.reduce_rows)(row_loss, loss, reduction == Reduction::mean ? static_cast<double>(counted.count)
+  CMHA_KERNEL(dev, loss.reduce_rows)(row_loss, loss, reduction == Reduction::mean ? static_cast<double>(count)
                                                                                    : 1.0);
   if (need_grad) {
     auto saved = std::make_shared<LinearCrossEntropySaved>();

@@ -4,21 +4,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/matmul.h"
 #include "backend/profile.h"
 #include "nn/attention/attention.h"
-#include "tensor/emulated_stream.h"
 #include "nn/transformer.h"
 #include "nn/vit.h"
 #include "optim/optimizer.h"
 #include "run/device.h"
 #include "run/model_config.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/storage.h"
 #include "train/gradient_buckets.h"
 #include "train/task_factory.h"
@@ -148,9 +151,11 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
   backend::set_f32_matmul_tf32(recipe.boolean("train.tf32"));
   double timed_seconds = 0;
   run::DeviceMemory at_warmup_end;
+  std::map<std::string, uint64_t> syncs_at_warmup_end;  // the emulated GPU's host waits by cause
   nn::reset_attention_paths();  // this run's places only
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) at_warmup_end = run::device_memory(device);
+    if (i == warmup) syncs_at_warmup_end = emulated_host_syncs_by_cause();
     // Step 0 counts the GEMM work (the profile's FLOP count); timed steps run
     // unprofiled unless asked.
     const bool count_flops = i == 0, profiled = profile && i >= warmup;
@@ -158,6 +163,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     backend::set_profiling(count_flops || profiled);
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t syncs_before = emulated_host_syncs();
+    autograd::DeferredChecks device_checks;  // the ids' and targets' range checks, after the step (as the trainer)
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
     Tensor loss = bench.loss();
@@ -176,6 +182,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     // Reading the loss waits for the device's queue: on a GPU the step ends there.
     const float l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    device_checks.run();
     if (count_flops) r.gemm_flops_per_step = gemm_flops_of(backend::profile_rows()) * comm.size();
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
@@ -187,6 +194,17 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     }
   }
   backend::set_profiling(false);
+  if (r.host_syncs_per_step >= 0) {
+    // What made the host wait in the timed steps (the loss read at each step's end included).
+    for (const auto& [cause, n] : emulated_host_syncs_by_cause()) {
+      const auto before = syncs_at_warmup_end.find(cause);
+      const uint64_t d = n - (before == syncs_at_warmup_end.end() ? 0 : before->second);
+      if (d == 0) continue;
+      char per_step[32];
+      std::snprintf(per_step, sizeof per_step, "%.1f", static_cast<double>(d) / std::max(steps, 1));
+      r.host_sync_causes += (r.host_sync_causes.empty() ? "" : ", ") + cause + " " + per_step;
+    }
+  }
   for (const nn::AttentionPathRecord& p : nn::attention_paths())
     r.attention_paths.push_back({p.place, p.unfused_calls == 0 ? "fused" : p.fused_calls == 0 ? "unfused" : "mixed"});
   r.attention_paths_report = nn::attention_paths_report();

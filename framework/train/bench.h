@@ -57,6 +57,7 @@ struct BenchResult {
   // was read (the read at the end, train.log_every's in training, not
   // counted); -1 elsewhere (a real GPU cannot count them).
   int64_t host_syncs_per_step = -1;
+  std::string host_sync_causes;  // "loss.count_targets 1, copy to host 2" per timed step (same device only)
   std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
   // Each attention place's path (place, "fused" | "unfused" | "mixed"), and
   // the report that says why (nn::attention_paths_report).
