@@ -133,7 +133,9 @@ TEST(EmulatedAsync, FusedAttentionGradientsOfPaddingKeysAreZero) {
         for (int64_t d = 0; d < D; ++d) {
           const size_t i = static_cast<size_t>(((b * H + h) * Tk + j) * D + d);
           EXPECT_TRUE(std::isfinite(dk[i]) && std::isfinite(dv[i])) << "b " << b << " key " << j;
-          if (j >= length[b]) EXPECT_TRUE(dk[i] == 0.0f && dv[i] == 0.0f) << "padding key " << j << " of row " << b;
+          if (j >= length[b]) {
+            EXPECT_TRUE(dk[i] == 0.0f && dv[i] == 0.0f) << "padding key " << j << " of row " << b;
+          }
         }
   // And the values' gradients of real keys are not all zero (the stand-in ran).
   float total = 0;
