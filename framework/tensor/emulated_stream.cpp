@@ -49,8 +49,9 @@ class Stream {
       return;
     }
     t_host_thread = true;
-    std::unique_lock<std::mutex> lock(mutex_);
-    rethrow_failure(lock);
+    // Never throws (frees are queued from destructors): a failed op is
+    // reported at the next wait, as a GPU reports it at the next synchronising call.
+    std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(op));
     ++queued_;
     work_.notify_one();

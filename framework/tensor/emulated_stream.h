@@ -12,8 +12,8 @@
 // values come back only through a finished copy to the host, and each time
 // the host waits for a stream is counted (emulated_host_syncs), so a test can
 // hold a training step to zero waits. An operation that throws on a stream
-// is reported to the host at its next wait or queueing, as a GPU reports a
-// failed kernel at the next synchronising call.
+// is reported to the host at its next wait, as a GPU reports a failed kernel
+// at the next synchronising call.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -34,8 +34,8 @@ bool emulated_memory_readable();
 
 enum class EmulatedStreamId { compute, copy };
 
-// Queues `op` on the stream; on a stream's own thread (a kernel that calls
-// another one) it runs at once, in the order it already runs in.
+// Queues `op` on the stream (never throws); on a stream's own thread (a
+// kernel that calls another one) it runs at once, in the order it already runs in.
 void emulated_enqueue(EmulatedStreamId stream, std::function<void()> op);
 // The host waits until everything queued on the stream so far has run (one
 // host sync, counted under `what`); rethrows a failed operation's error.
