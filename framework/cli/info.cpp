@@ -116,8 +116,7 @@ void print_devices() {
   const char* none = " (this cmha was built without CUDA)";
 #endif
   std::printf("cuda: %d device%s%s\n", gpus, gpus == 1 ? "" : "s", gpus == 0 ? none : "");
-  for (int i = 0; i < gpus; ++i) std::printf("  %s
-", run::describe_device(Device::cuda(i)).c_str());
+  for (int i = 0; i < gpus; ++i) std::printf("  %s\n", run::describe_device(Device::cuda(i)).c_str());
 #ifdef CMHA_WITH_CUDA
   std::printf("cuda libraries:\n");
   print_cuda_libraries();
