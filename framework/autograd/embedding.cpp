@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
@@ -20,10 +21,14 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   // One i64 contiguous copy serves the range check, the lookup and backward.
   Tensor id = ids.to(DType::i64).contiguous();
   if (id.same(ids)) id = ids.clone();  // the caller may reuse its ids buffer before backward
-  const backend::OutOfRange bad = CMHA_KERNEL(dev, index.find_out_of_range)(id, V);
-  CMHA_CHECK(bad.position < 0, "embedding: id " + std::to_string(bad.value) + " at position " +
-                                   position_str(bad.position, ids.shape()) + " is out of range for a vocabulary of " +
-                                   std::to_string(V) + " (weight " + weight.describe() + ")");
+  // On a GPU inside the trainer's step, checked at its log cadence (autograd/deferred_checks.h):
+  // the kernels give an id out of range a zero row until then.
+  autograd::check_now_or_deferred(dev, [id, V, shape = ids.shape(), w = weight.describe()] {
+    const backend::OutOfRange bad = CMHA_KERNEL(id.device(), index.find_out_of_range)(id, V);
+    CMHA_CHECK(bad.position < 0, "embedding: id " + std::to_string(bad.value) + " at position " +
+                                     position_str(bad.position, shape) + " is out of range for a vocabulary of " +
+                                     std::to_string(V) + " (weight " + w + ")");
+  });
 
   Tensor w = weight.detach().contiguous();
   Shape out_shape = ids.shape();  // [...] -> [..., D]

@@ -130,6 +130,12 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        Tensor dq = empty_like_layout(b.q, b.q.dtype());
                        Tensor dk = empty_like_layout(b.k, b.k.dtype());
                        Tensor dv = empty_like_layout(b.v, b.v.dtype());
+                       if (b.key_padding.defined()) {
+                         // cuDNN leaves the rows of padding keys unwritten: their
+                         // gradient is 0, not what the pool held (NaN, once).
+                         CMHA_KERNEL(b.q.device(), copy.fill)(dk, 0.0);
+                         CMHA_KERNEL(b.q.device(), copy.fill)(dv, 0.0);
+                       }
                        CMHA_KERNEL(b.q.device(), attention.fused_backward)(b, o_saved, st, d_out, dq, dk, dv, seed,
                                                                           offset);
                        return std::vector<Tensor>{gq ? dq : Tensor(), gk ? dk : Tensor(), gv ? dv : Tensor()};

@@ -10,20 +10,39 @@
 // Unfused, the same step stores the f32 logits, their f32 gradient and its
 // bf16 copy: 2.5 × N·V·4 bytes (330 MB at 4096 tokens × 8000 pieces).
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
+#include "autograd/loss_chunks.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
+#ifdef CMHA_WITH_CUDA
+#include "tensor/cuda_runtime.h"
+#endif
 
 namespace cmha {
 
 namespace {
 
-// Rows per chunk: about 8 MB of f32 logits (2^21 values), at least 16 rows.
-int64_t chunk_rows(int64_t N, int64_t V) {
-  return std::clamp<int64_t>((int64_t{1} << 21) / std::max<int64_t>(V, 1), 16, std::max<int64_t>(N, 16));
+// Rows per chunk on `dev` (autograd/loss_chunks.h).
+int64_t chunk_rows(int64_t N, int64_t V, Device dev) {
+  const bool real_gpu = !dev.is_cpu() && !cuda_emulated();
+  size_t device_bytes = 0;
+#ifdef CMHA_WITH_CUDA
+  if (real_gpu) {  // asked once per device: cudaGetDeviceProperties is slow
+    static std::mutex mutex;
+    static std::map<int, size_t> bytes_of;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = bytes_of.find(dev.index);
+    if (it == bytes_of.end()) it = bytes_of.emplace(dev.index, cuda_device_info(dev.index).total_bytes).first;
+    device_bytes = it->second;
+  }
+#endif
+  return loss_chunk_rows(N, V, loss_chunk_bytes(real_gpu, device_bytes));
 }
 
 struct LinearCrossEntropySaved {
@@ -51,10 +70,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
                                            "cross_entropy): its gradient needs the per-row upstream values");
   const int64_t N = x.size(0), V = w.size(0), D = x.size(1);
   Tensor t = target.to(DType::i64).contiguous();
-  const backend::TargetCount counted = CMHA_KERNEL(dev, loss.count_targets)(t, V, ignore_index);
-  CMHA_CHECK(counted.bad_row < 0, "cross_entropy: target " + std::to_string(counted.bad_value) + " in row " +
-                                      std::to_string(counted.bad_row) + " is out of range for " + std::to_string(V) +
-                                      " classes (ignore_index is " + std::to_string(ignore_index) + ")");
+  const int64_t count = checked_target_count(t, V, ignore_index, reduction == Reduction::mean);
   const bool need_grad = autograd::needs_grad({x, w});
   // Under bf16 autocast the GEMMs read bf16 copies (made once), as linear's do.
   const DType gemm = autograd::autocast_bf16() ? DType::bf16 : DType::f32;
@@ -63,9 +79,9 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   Tensor row_loss = Tensor::empty({N}, DType::f32, dev), max = Tensor::empty({N}, DType::f32, dev),
          log_sum = Tensor::empty({N}, DType::f32, dev), predictions = Tensor::empty({N}, DType::i64, dev);
   Tensor dz = need_grad ? Tensor::empty({N, V}, gemm, dev) : Tensor();  // d loss/d logits, upstream 1
-  const float denom = reduction == Reduction::mean ? static_cast<float>(counted.count) : 1.0f;
+  const float denom = reduction == Reduction::mean ? static_cast<float>(count) : 1.0f;
   const Tensor one = Tensor::full({1}, 1.0, DType::f32, dev);
-  const int64_t rows = chunk_rows(N, V);
+  const int64_t rows = chunk_rows(N, V, dev);
   Tensor z = Tensor::empty({std::min(rows, N), V}, DType::f32, dev);  // one chunk's logits
   Tensor dz_f32 = need_grad && gemm != DType::f32 ? Tensor::empty(z.shape(), DType::f32, dev) : Tensor();
   Tensor best = Tensor::empty({std::min(rows, N)}, DType::f32, dev);
@@ -84,7 +100,7 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   }
 
   Tensor loss = Tensor::empty({}, DType::f32, dev);
-  CMHA_KERNEL(dev, loss.reduce_rows)(row_loss, loss, reduction == Reduction::mean ? static_cast<double>(counted.count)
+  CMHA_KERNEL(dev, loss.reduce_rows)(row_loss, loss, reduction == Reduction::mean ? static_cast<double>(count)
                                                                                    : 1.0);
   if (need_grad) {
     auto saved = std::make_shared<LinearCrossEntropySaved>();

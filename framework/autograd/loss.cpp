@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
@@ -23,6 +24,20 @@ struct CrossEntropySaved {
 };
 
 }  // namespace
+
+int64_t checked_target_count(const Tensor& target, int64_t classes, int64_t ignore_index, bool count) {
+  auto check = [target, classes, ignore_index] {
+    const backend::TargetCount counted = CMHA_KERNEL(target.device(), loss.count_targets)(target, classes, ignore_index);
+    CMHA_CHECK(counted.bad_row < 0, "cross_entropy: target " + std::to_string(counted.bad_value) + " in row " +
+                                        std::to_string(counted.bad_row) + " is out of range for " +
+                                        std::to_string(classes) + " classes (ignore_index is " +
+                                        std::to_string(ignore_index) + ")");
+    return counted.count;
+  };
+  if (count) return check();
+  autograd::check_now_or_deferred(target.device(), [check] { check(); });
+  return -1;
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int64_t ignore_index,
                      Reduction reduction) {
@@ -47,11 +62,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int6
   // One i64 contiguous copy serves the check, the kernels and backward.
   saved->target = target.to(DType::i64).contiguous();
   if (saved->target.same(target)) saved->target = target.clone();  // the caller may reuse its buffer before backward
-  const backend::TargetCount counted = CMHA_KERNEL(dev, loss.count_targets)(saved->target, C, ignore_index);
-  CMHA_CHECK(counted.bad_row < 0, "cross_entropy: target " + std::to_string(counted.bad_value) + " in row " +
-                                      std::to_string(counted.bad_row) + " is out of range for " + std::to_string(C) +
-                                      " classes (ignore_index is " + std::to_string(ignore_index) + ")");
-  saved->count = counted.count;
+  saved->count = checked_target_count(saved->target, C, ignore_index, reduction == Reduction::mean);
   const Tensor z = logits.detach().contiguous();
   saved->max = Tensor::empty({N}, DType::f32, dev);
   saved->log_sum = Tensor::empty({N}, DType::f32, dev);

@@ -5,8 +5,11 @@
 #include <string>
 
 #include "backend/cpu/kernel_table.h"
+#include "backend/emulated_cuda_table.h"
+#include "backend/kernel_device.h"
 #include "backend/kernel_entries.h"
 #include "tensor/cuda_runtime.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
 #include "backend/cuda/kernel_table.h"
@@ -39,36 +42,19 @@ std::vector<std::string> empty_entries(const KernelTable& table) {
   return empty;
 }
 
+
 namespace {
-
-// The emulated CUDA device's transfer: host bytes to host bytes, with the
-// real entry's checks (contiguous, one dtype and shape, one side on the CPU).
-void emulated_transfer(const Tensor& dst, const Tensor& src) {
-  CMHA_CHECK(dst.is_contiguous() && src.is_contiguous() && dst.dtype() == src.dtype() && dst.shape() == src.shape() &&
-                 (dst.device().is_cpu() != src.device().is_cpu()),
-             "copy.transfer: " + src.describe() + " -> " + dst.describe() +
-                 " must be contiguous, of one dtype and shape, with exactly one side on the CPU");
-  if (dst.nbytes() > 0) std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
-}
-
-const KernelTable& emulated_cuda_table() {
-  static const KernelTable table = [] {
-    KernelTable t = cpu::kernel_table();
-    t.device_name = "CUDA (emulated on the CPU)";
-    t.copy.transfer = emulated_transfer;
-    return t;
-  }();
-  return table;
-}
-
+thread_local Device t_last_device;
 }  // namespace
+Device last_kernel_table_device() { return t_last_device; }
 
 const KernelTable& kernel_table(Device device) {
+  t_last_device = device;
   switch (device.type) {
     case DeviceType::cpu:
       return cpu::kernel_table();
     case DeviceType::cuda:
-      if (cuda_emulated()) return emulated_cuda_table();
+      if (cuda_emulated()) return emulated_cuda_table(cuda_emulated_async());
 #ifdef CMHA_WITH_CUDA
       return cuda::kernel_table();
 #else

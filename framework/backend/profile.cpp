@@ -6,6 +6,13 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
+
+#include "backend/kernel_device.h"
+#include "tensor/device.h"
+#ifdef CMHA_WITH_CUDA
+#include "backend/cuda/kernel_timing.h"
+#endif
 
 namespace cmha::backend {
 
@@ -24,6 +31,32 @@ std::map<std::pair<std::string, std::string>, Totals> g_totals;
 
 thread_local const char* t_phase = "forward";
 thread_local int t_depth = 0;
+// The outermost kernel of this thread timed by CUDA events: its device and start event.
+thread_local int t_gpu = -1;
+thread_local void* t_start_event = nullptr;
+
+// Kernels timed by CUDA events whose times are not read yet (g_mutex).
+struct PendingGpuTime {
+  const char* entry;
+  const char* phase;
+  double flops;
+  void* start;
+  void* end;
+};
+std::vector<PendingGpuTime> g_pending;
+
+// Reads the pending events' times into the totals (waits for the GPU).
+void settle_gpu_times() {
+#ifdef CMHA_WITH_CUDA
+  for (const PendingGpuTime& p : g_pending) {
+    Totals& t = g_totals[{p.entry, p.phase}];
+    ++t.calls;
+    t.seconds += cuda::elapsed_ms_and_destroy(p.start, p.end) / 1e3;
+    t.flops += p.flops;
+  }
+#endif
+  g_pending.clear();
+}
 
 }  // namespace
 
@@ -31,6 +64,7 @@ void set_profiling(bool on) { g_profiling.store(on, std::memory_order_relaxed); 
 
 void reset_profile() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  settle_gpu_times();
   g_totals.clear();
 }
 
@@ -39,6 +73,7 @@ ProfilePhase::~ProfilePhase() { t_phase = prev_; }
 
 std::vector<ProfileRow> profile_rows() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  settle_gpu_times();
   std::vector<ProfileRow> rows;
   for (const auto& [key, t] : g_totals) rows.push_back({key.first, key.second, t.calls, t.seconds, t.flops});
   std::sort(rows.begin(), rows.end(), [](const ProfileRow& a, const ProfileRow& b) { return a.seconds > b.seconds; });
@@ -53,11 +88,36 @@ double kernel_flops(const char* entry, const Tensor& a, const Tensor&, const Ten
 }
 
 KernelTimer::KernelTimer(const char* entry, double flops)
-    : entry_(entry), flops_(flops), outermost_(t_depth++ == 0), start_(std::chrono::steady_clock::now()) {}
+    : entry_(entry), flops_(flops), outermost_(t_depth++ == 0), start_(std::chrono::steady_clock::now()) {
+#ifdef CMHA_WITH_CUDA
+  const Device device = last_kernel_table_device();  // the table CMHA_KERNEL just looked up
+  if (outermost_ && !device.is_cpu() && !cuda_emulated()) {
+    t_gpu = device.index;
+    t_start_event = cuda::record_timing_event(t_gpu);
+  }
+#endif
+}
 
 KernelTimer::~KernelTimer() {
   --t_depth;
   if (!outermost_) return;
+#ifdef CMHA_WITH_CUDA
+  if (t_gpu >= 0) {
+    const int gpu = t_gpu;
+    t_gpu = -1;
+    void* end = nullptr;
+    try {
+      end = cuda::record_timing_event(gpu);
+    } catch (...) {
+      // The kernel's own error is the caller's to report; this time is lost.
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_pending.push_back({entry_, t_phase, flops_, t_start_event, end});
+    // A long profiled run (CMHA_PROFILE=1) reads its events now and then, not never.
+    if (g_pending.size() >= 8192) settle_gpu_times();
+    return;
+  }
+#endif
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::lock_guard<std::mutex> lock(g_mutex);
   Totals& t = g_totals[{entry_, t_phase}];

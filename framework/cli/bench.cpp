@@ -60,6 +60,11 @@ int bench_command(const Args& args) {
         train::run_training_benchmark(recipe, static_cast<int>(steps), static_cast<int>(warmup), t, *comm, profile);
     if (comm->is_main()) std::fprintf(stderr, "%s", r.attention_paths_report.c_str());
     if (comm->is_main() && profile) std::fprintf(stderr, "kernel profile, per step:\n%s", r.profile.c_str());
+    if (comm->is_main() && r.host_syncs_per_step >= 0)
+      std::fprintf(stderr, "host waits for the (emulated) GPU per timed step: at most %lld before the loss is read; "
+                   "by cause, the read included: %s\n",
+                   static_cast<long long>(r.host_syncs_per_step),
+                   r.host_sync_causes.empty() ? "none" : r.host_sync_causes.c_str());
     if (comm->is_main()) std::printf("%s\n", r.json(recipe_path).c_str());
     return 0;
   });

@@ -18,7 +18,14 @@
 #include "tensor/error.h"
 #include "train/budget.h"
 #ifdef CMHA_WITH_CUDA
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
 #include "tensor/cuda_runtime.h"
+#include "tensor/shared_library.h"
+#ifdef CMHA_WITH_CUDNN
+#include <cudnn_version.h>
+#endif
 #endif
 
 #ifndef CMHA_VERSION
@@ -34,6 +41,68 @@ const char* kInfoDescription =
     "--json all of it as one JSON object. Without: the build of cmha and the\n"
     "devices it can use here.\n";
 
+#ifdef CMHA_WITH_CUDA
+// "13.1.2" from NVIDIA's version codes (major·10000 + minor·100 + patch for
+// cuBLASLt, cuDNN 9 and NCCL; major·1000 + minor·10 for the runtime).
+std::string version_text(long long code, int major_unit, int minor_unit) {
+  return std::to_string(code / major_unit) + "." + std::to_string(code % major_unit / minor_unit) +
+         (minor_unit > 1 ? "." + std::to_string(code % minor_unit) : "");
+}
+
+// One line per CUDA library cmha opens: the file it loaded and its version,
+// or "not loaded" and why (tests/gpu/check.sh stops at such a line). The
+// dlopen'd ones are opened as cmha opens them (tensor/shared_library.h:
+// by name, then the toolkit's and pip wheels' folders).
+void print_cuda_libraries() {
+  const int toolkit_major = CUDART_VERSION / 1000;
+  int runtime = 0;
+  Dl_info where{};
+  const bool runtime_ok = cudaRuntimeGetVersion(&runtime) == cudaSuccess;
+  const char* runtime_file =
+      dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &where) && where.dli_fname ? where.dli_fname : "?";
+  std::printf("  cudart: %s (%s)\n", runtime_file,
+              runtime_ok ? version_text(runtime, 1000, 10).c_str() : "version unknown");
+  struct Library {
+    const char* name;
+    std::string soname;
+    const char* version_symbol;
+    const char* why;  // what cmha needs it for
+  };
+#ifdef CMHA_WITH_CUDNN
+  const std::string cudnn = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+#else
+  const std::string cudnn = "libcudnn.so.9";
+#endif
+  const Library libraries[] = {
+      {"cuBLASLt", "libcublasLt.so." + std::to_string(toolkit_major), "cublasLtGetVersion", "every matmul"},
+      {"cuDNN", cudnn, "cudnnGetVersion", "fused attention (else cmha's unfused path)"},
+      {"NCCL", "libnccl.so.2", "ncclGetVersion", "data-parallel training on GPUs"},
+      {"nvrtc", "libnvrtc.so." + std::to_string(toolkit_major), "nvrtcVersion", "cuDNN's runtime-compiled engines"},
+  };
+  for (const Library& l : libraries) {
+    const std::string generic = l.soname.substr(0, l.soname.find(".so.") + 3);
+    const SharedLibrary so = open_shared_library({l.soname.c_str(), generic.c_str()});
+    if (!so.handle) {
+      std::printf("  %s: not loaded: tried %s: %s (needed for %s)\n", l.name, so.file.c_str(), so.reason.c_str(), l.why);
+      continue;
+    }
+    std::string version = "version unknown";
+    void* fn = dlsym(so.handle, l.version_symbol);
+    if (fn && std::string(l.name) == "NCCL") {
+      int v = 0;
+      if (reinterpret_cast<int (*)(int*)>(fn)(&v) == 0) version = version_text(v, 10000, 100);
+    } else if (fn && std::string(l.name) == "nvrtc") {
+      int major = 0, minor = 0;
+      if (reinterpret_cast<int (*)(int*, int*)>(fn)(&major, &minor) == 0)
+        version = std::to_string(major) + "." + std::to_string(minor);
+    } else if (fn) {
+      version = version_text(static_cast<long long>(reinterpret_cast<size_t (*)()>(fn)()), 10000, 100);
+    }
+    std::printf("  %s: %s (%s)\n", l.name, so.file.c_str(), version.c_str());
+  }
+}
+#endif
+
 void print_devices() {
   std::printf("cpu: %d OpenMP threads (%u hardware threads; set OMP_NUM_THREADS or --threads to change)\n",
               omp_get_max_threads(), std::thread::hardware_concurrency());
@@ -48,6 +117,10 @@ void print_devices() {
 #endif
   std::printf("cuda: %d device%s%s\n", gpus, gpus == 1 ? "" : "s", gpus == 0 ? none : "");
   for (int i = 0; i < gpus; ++i) std::printf("  %s\n", run::describe_device(Device::cuda(i)).c_str());
+#ifdef CMHA_WITH_CUDA
+  std::printf("cuda libraries:\n");
+  print_cuda_libraries();
+#endif
 }
 
 // Every tensor the file stores, under its name there ("ema.<name>", "optimizer.<state>.<name>").

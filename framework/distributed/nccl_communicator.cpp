@@ -75,7 +75,11 @@ struct NcclCommunicator::State {
   }
 
   // Polls NCCL's asynchronous error and the age of each collective in flight.
+  // A new thread starts on device 0: without its own cudaSetDevice, the
+  // event queries of ranks 1.. would make a context on (and touch) GPU 0.
   void watch() {
+    const cudaError_t set = cudaSetDevice(device);
+    if (set != cudaSuccess) fail(what("watchdog") + ": cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(set));
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       wake.wait_for(lock, std::chrono::milliseconds(200));

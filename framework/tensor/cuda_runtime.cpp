@@ -16,6 +16,7 @@
 
 #include "tensor/device.h"
 #include "tensor/error.h"
+#include "tensor/pinned_reads.h"
 
 namespace cmha {
 namespace {
@@ -112,12 +113,12 @@ size_t pool_attribute(cudaMemPool_t pool, cudaMemPoolAttr attr) {
 }
 
 // Page-locked host blocks by base address, live or cached. A block's `reads`
-// are the events of the copies that read it, one per device (a copy stream
-// runs in order, so its last event covers the earlier copies).
+// are the events of the copies that read it, one per device and stream
+// (tensor/pinned_reads.h).
 struct PinnedBlock {
   size_t size = 0;
   bool in_use = true;
-  std::vector<std::pair<int, cudaEvent_t>> reads;
+  PinnedReads<cudaEvent_t> reads;
 };
 
 struct PinnedPool {
@@ -144,8 +145,8 @@ size_t pinned_cache_cap() {
 
 // True once every copy that read the block has finished.
 bool reads_done(const PinnedBlock& b) {
-  for (const auto& [device, event] : b.reads) {
-    const cudaError_t err = cudaEventQuery(event);
+  for (const auto& read : b.reads.all()) {
+    const cudaError_t err = cudaEventQuery(read.event);
     if (err == cudaErrorNotReady) return false;
     if (err != cudaSuccess) cudaGetLastError();  // a failed copy: the stream's next call reports it
   }
@@ -159,7 +160,7 @@ void trim_pinned(PinnedPool& pool, size_t keep) {
     --it;
     auto block = pool.blocks.find(it->second);
     if (!reads_done(block->second)) continue;
-    for (const auto& [device, event] : block->second.reads) cudaEventDestroy(event);
+    for (const auto& read : block->second.reads.all()) cudaEventDestroy(read.event);
     cudaFreeHost(reinterpret_cast<void*>(block->first));
     pool.cached_bytes -= block->second.size;
     pool.blocks.erase(block);
@@ -184,17 +185,13 @@ cudaEvent_t record_pinned_read(const void* p, int device, cudaStream_t stream, c
   std::lock_guard<std::mutex> lock(pool.mutex);
   PinnedBlock* b = pinned_block_of(pool, p);
   if (!b) throw Error(what + ": the pinned source block was freed during the copy");
-  cudaEvent_t* event = nullptr;
-  for (auto& [d, e] : b->reads)
-    if (d == device) event = &e;
-  if (!event) {
+  cudaEvent_t& event = b->reads.for_copy(device, stream, [&] {
     cudaEvent_t e = nullptr;
     check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags", what);
-    b->reads.emplace_back(device, e);
-    event = &b->reads.back().second;
-  }
-  check(cudaEventRecord(*event, stream), "cudaEventRecord", what);
-  return *event;
+    return e;
+  });
+  check(cudaEventRecord(event, stream), "cudaEventRecord", what);
+  return event;
 }
 
 }  // namespace

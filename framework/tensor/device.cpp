@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tensor/emulated_stream.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
@@ -36,21 +37,37 @@ std::atomic<int>& emulation() {
   return state;
 }
 std::atomic<int> open_kernels{0};
-}  // namespace
 
-bool cuda_emulated() {
+// 0: off, 1: synchronous, 2: asynchronous.
+int emulation_mode() {
   int s = emulation().load(std::memory_order_relaxed);
   if (s < 0) {
     const char* env = std::getenv("CMHA_EMULATE_CUDA");
-    s = env && std::strcmp(env, "1") == 0 ? 1 : 0;
+    s = !env ? 0 : std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "async") == 0 ? 2 : 0;
     int expected = -1;
     emulation().compare_exchange_strong(expected, s);
     s = emulation().load();
   }
-  return s == 1;
+  return s;
 }
 
-void set_cuda_emulated(bool on) { emulation().store(on ? 1 : 0); }
+void set_emulation_mode(int mode) {
+  if (emulation_mode() == 2) emulated_drain();  // nothing of the old mode runs on in the new one
+  emulation().store(mode);
+}
+}  // namespace
+
+bool cuda_emulated() { return emulation_mode() != 0; }
+bool cuda_emulated_async() { return emulation_mode() == 2; }
+void set_cuda_emulated(bool on) {
+  set_emulation_mode(on ? 1 : 0);
+}
+void set_cuda_emulated_async(bool on) { set_emulation_mode(on ? 2 : 0); }
+
+bool emulated_memory_readable() {
+  if (emulation_mode() != 2) return inside_emulated_kernel();
+  return on_emulated_stream() || (!is_emulated_host_thread() && inside_emulated_kernel());
+}
 
 // A global count, not a thread-local one: a CPU kernel's OpenMP threads read
 // the memory too. (It also lets another host thread in while a kernel runs;
@@ -73,6 +90,7 @@ CopyAheadScope::~CopyAheadScope() {
 bool copying_ahead() { return copy_ahead_open; }
 
 void await_copies_ahead(Device device) {
+  if (!device.is_cpu() && cuda_emulated_async()) emulated_await_copies_ahead();
 #ifdef CMHA_WITH_CUDA
   if (!device.is_cpu() && !cuda_emulated()) cuda_await_copies_ahead(device.index);
 #else

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/cuda_runtime.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/error.h"
 
 namespace cmha {
@@ -158,18 +159,20 @@ Storage::Storage(size_t nbytes, Device device)
     // aligned_alloc needs a size that is a multiple of the alignment.
     const size_t rounded = rounded_size(nbytes);
     capacity_ = rounded;
-    if ((data_ = take_cached(rounded, &capacity_))) {
-      count_cpu_block(static_cast<int64_t>(capacity_));
-      return;
+    if (!(data_ = take_cached(rounded, &capacity_))) {
+      if (rounded >= kHugePage) {
+        data_ = std::aligned_alloc(kHugePage, rounded);
+        if (data_) madvise(data_, rounded, MADV_HUGEPAGE);
+      } else {
+        data_ = std::aligned_alloc(kAlignment, rounded);
+      }
+      if (!data_) throw std::bad_alloc();
     }
-    if (rounded >= kHugePage) {
-      data_ = std::aligned_alloc(kHugePage, rounded);
-      if (data_) madvise(data_, rounded, MADV_HUGEPAGE);
-    } else {
-      data_ = std::aligned_alloc(kAlignment, rounded);
-    }
-    if (!data_) throw std::bad_alloc();
     count_cpu_block(static_cast<int64_t>(capacity_));
+    // A fresh block of the asynchronous emulated GPU holds poison, in stream
+    // order: a kernel that reads what nobody wrote reads NaN.
+    if (!device.is_cpu() && cuda_emulated_async())
+      emulated_enqueue(EmulatedStreamId::compute, [p = data_, nbytes] { emulated_poison(p, nbytes); });
     return;
   }
 #ifdef CMHA_WITH_CUDA
@@ -192,17 +195,33 @@ std::shared_ptr<Storage> Storage::pinned_host(size_t nbytes) {
     return s;
   }
 #endif
-  return std::make_shared<Storage>(nbytes, Device::cpu());
+  auto s = std::make_shared<Storage>(nbytes, Device::cpu());
+  // The asynchronous emulator copies a pinned block late, as a GPU does.
+  s->pinned_ = cuda_emulated_async();
+  return s;
 }
 
 Storage::~Storage() {
   if (!data_ || !owned_) return;
 #ifdef CMHA_WITH_CUDA
-  if (pinned_) {
+  // Page-locked (cuda_host_alloc, a borrowed-then-owned block: no capacity),
+  // not the asynchronous emulator's ordinary pinned block.
+  if (pinned_ && capacity_ == 0) {
     cuda_host_free(data_);
     return;
   }
 #endif
+  if (host_ && !device_.is_cpu() && cuda_emulated_async()) {
+    // Freed in stream order (after a copy ahead into it that nobody awaited),
+    // and poisoned: a stale pointer reads NaN.
+    emulated_free_after_copy_ahead(data_);
+    emulated_enqueue(EmulatedStreamId::compute, [p = data_, n = nbytes_, capacity = capacity_] {
+      emulated_poison(p, n);
+      count_cpu_block(-static_cast<int64_t>(capacity));
+      if (!give_cached(p, capacity)) std::free(p);
+    });
+    return;
+  }
   if (host_) {
     count_cpu_block(-static_cast<int64_t>(capacity_));
     if (!give_cached(data_, capacity_)) std::free(data_);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "tensor/emulated_stream.h"
 
 namespace cmha {
 
@@ -170,7 +171,7 @@ void Tensor::check_dtype(DType expected, const char* op) const {
 }
 
 void Tensor::check_host(const char* op) const {
-  if (device().is_cpu() || (impl().storage->on_host() && inside_emulated_kernel())) return;
+  if (device().is_cpu() || (impl().storage->on_host() && emulated_memory_readable())) return;
   CMHA_CHECK(false, std::string(op) + ": host code cannot read " + describe() +
                                     " (device memory); copy it with to(Device::cpu()) or run a kernel of " +
                                     device().str());

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/matmul.h"
@@ -18,6 +21,7 @@
 #include "optim/optimizer.h"
 #include "run/device.h"
 #include "run/model_config.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/storage.h"
 #include "train/gradient_buckets.h"
 #include "train/task_factory.h"
@@ -147,15 +151,19 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
   backend::set_f32_matmul_tf32(recipe.boolean("train.tf32"));
   double timed_seconds = 0;
   run::DeviceMemory at_warmup_end;
+  std::map<std::string, uint64_t> syncs_at_warmup_end;  // the emulated GPU's host waits by cause
   nn::reset_attention_paths();  // this run's places only
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) at_warmup_end = run::device_memory(device);
+    if (i == warmup) syncs_at_warmup_end = emulated_host_syncs_by_cause();
     // Step 0 counts the GEMM work (the profile's FLOP count); timed steps run
     // unprofiled unless asked.
     const bool count_flops = i == 0, profiled = profile && i >= warmup;
     if (count_flops || (profile && i == warmup)) backend::reset_profile();
     backend::set_profiling(count_flops || profiled);
     const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t syncs_before = emulated_host_syncs();
+    autograd::DeferredChecks device_checks;  // the ids' and targets' range checks, after the step (as the trainer)
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
     Tensor loss = bench.loss();
@@ -170,19 +178,33 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
       backend::ProfilePhase phase("optimizer");
       optimizer->step();
     }
+    const int64_t syncs = static_cast<int64_t>(emulated_host_syncs() - syncs_before);
     // Reading the loss waits for the device's queue: on a GPU the step ends there.
     const float l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    device_checks.run();
     if (count_flops) r.gemm_flops_per_step = gemm_flops_of(backend::profile_rows()) * comm.size();
     if (i == 0) r.first_loss = l;
     r.last_loss = l;
     if (i >= warmup) {
+      if (cuda_emulated_async() && !device.is_cpu()) r.host_syncs_per_step = std::max(r.host_syncs_per_step, syncs);
       timed_seconds += ms / 1000.0;
       r.step_ms.push_back(ms);
       exchange_ms.push_back(1000.0 * (buckets.exposed_seconds() - exposed_before));
     }
   }
   backend::set_profiling(false);
+  if (r.host_syncs_per_step >= 0) {
+    // What made the host wait in the timed steps (the loss read at each step's end included).
+    for (const auto& [cause, n] : emulated_host_syncs_by_cause()) {
+      const auto before = syncs_at_warmup_end.find(cause);
+      const uint64_t d = n - (before == syncs_at_warmup_end.end() ? 0 : before->second);
+      if (d == 0) continue;
+      char per_step[32];
+      std::snprintf(per_step, sizeof per_step, "%.1f", static_cast<double>(d) / std::max(steps, 1));
+      r.host_sync_causes += (r.host_sync_causes.empty() ? "" : ", ") + cause + " " + per_step;
+    }
+  }
   for (const nn::AttentionPathRecord& p : nn::attention_paths())
     r.attention_paths.push_back({p.place, p.unfused_calls == 0 ? "fused" : p.fused_calls == 0 ? "unfused" : "mixed"});
   r.attention_paths_report = nn::attention_paths_report();
@@ -206,6 +228,7 @@ std::string BenchResult::json(const std::string& recipe_name) const {
                       {"device", device},
                       {"gpu_peak_reserved_mb", gpu_peak_reserved_mb},
                       {"gpu_pool_growths_timed", gpu_pool_growths_timed},
+                      {"host_syncs_per_step", host_syncs_per_step},
                       {"threads", threads},          {"ranks", ranks},
                       {"target_tokens", target_tokens}, {"exchange_ms_median", exchange_ms_median},
                       {"steps", step_ms.size()},     {"step_ms_median", step_ms_median},

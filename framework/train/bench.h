@@ -52,6 +52,12 @@ struct BenchResult {
   // took new memory from the driver (0 when the pool serves every step).
   double gpu_peak_reserved_mb = 0;
   int64_t gpu_pool_growths_timed = -1;  // -1: not a GPU
+  // On the asynchronous emulated GPU (tensor/emulated_stream.h): the most
+  // times one timed step made the host wait for the device before its loss
+  // was read (the read at the end, train.log_every's in training, not
+  // counted); -1 elsewhere (a real GPU cannot count them).
+  int64_t host_syncs_per_step = -1;
+  std::string host_sync_causes;  // "loss.count_targets 1, copy to host 2" per timed step (same device only)
   std::string profile;          // with profile: the kernel table of the timed steps (backend/profile.h)
   // Each attention place's path (place, "fused" | "unfused" | "mixed"), and
   // the report that says why (nn::attention_paths_report).

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <regex>
 
+#include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/matmul.h"
@@ -439,7 +440,10 @@ struct Trainer::Impl {
   UpdateTotals forward_backward() {
     for (auto& [n, p] : params) p.zero_grad();
     UpdateTotals t;
+    // Range checks of device ids and targets run after the update's work is queued, not before its forward pass.
+    autograd::DeferredChecks device_checks;
     for (int64_t k = 0; k < update_freq && task.has_next_batch(); ++k) {
+      device_checks.set_batch("update " + std::to_string(update + 1) + "'s batch " + std::to_string(k + 1));
       autograd::AutocastGuard autocast(bf16);
       BatchLoss b = task.next_batch_loss();
       // Gradients leave the rank only in the update's last backward pass.
@@ -449,6 +453,7 @@ struct Trainer::Impl {
       t.units += static_cast<double>(b.units);
       t.correct += b.correct + (b.count_correct ? b.count_correct() : 0.0);
     }
+    device_checks.run();
     t.stop = hooks.stop_requested && hooks.stop_requested();
     return t;
   }

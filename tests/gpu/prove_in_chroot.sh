@@ -3,10 +3,12 @@
 # bundle on a GPU machine that has none of Debian's libraries: in a minimal
 # Debian 12 root (debootstrap --variant=minbase: no compiler, no -dev package,
 # no oneDNN, yaml-cpp, SentencePiece, ICU, OpenBLAS or Open MPI), the
-# bundle's cmha and cmha_tests start and find every library they need, and
-# check.sh's parity part passes on the emulated GPU (CMHA_EMULATE_CUDA=1):
-# everything but the GPU kernels themselves. Run as root after
-# tests/gpu/make_bundle.sh:
+# bundle's cmha and cmha_tests start and find every library they need, with
+# CUDA's libraries only where PyTorch's pip wheels put them (no
+# /usr/local/cuda: site-packages/nvidia/<lib>/lib), and check.sh runs end to
+# end on the asynchronous emulated GPU (CMHA_EMULATE_CUDA=async) under its
+# deadline and prints its table: everything but the GPU kernels themselves.
+# Run as root after tests/gpu/make_bundle.sh:
 #
 #   tests/gpu/prove_in_chroot.sh [ROOT_DIR]     # default /var/tmp/cmha-bare-root
 set -euo pipefail
@@ -30,9 +32,31 @@ for lib in libdnnl libyaml-cpp libsentencepiece libicuuc libopenblas libmpi; do
     exit 1
   fi
 done
-# What the GPU machine's CUDA toolkit provides and the bundle leaves out: the runtime.
-mkdir -p "$BARE/usr/local/cuda/lib64"
-cp -L /usr/local/cuda/lib64/libcudart.so.13 "$BARE/usr/local/cuda/lib64/"
+# CUDA's libraries as PyTorch's pip wheels lay them out (nvidia-cuda-runtime,
+# nvidia-cublas, nvidia-cuda-nvrtc, nvidia-cudnn, nvidia-nccl), and nothing
+# in /usr/local/cuda.
+rm -rf "$BARE/usr/local/cuda" "$BARE/usr/local/lib/python3.11"
+SITE=$BARE/usr/local/lib/python3.11/dist-packages/nvidia
+LIB=/usr/local/cuda/lib64
+wheel() {  # WHEEL FILE...
+  local dir=$SITE/$1/lib
+  shift
+  mkdir -p "$dir"
+  for f in "$@"; do cp -L "$f" "$dir/"; done
+}
+wheel cuda_runtime $LIB/libcudart.so.1?
+wheel cublas $LIB/libcublasLt.so.1?
+wheel cuda_nvrtc $LIB/libnvrtc.so.1? $LIB/libnvrtc-builtins.so.1?.?
+wheel cudnn $LIB/libcudnn*.so.9
+wheel nccl "$(ls $LIB/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 2>/dev/null | head -1)"
 mount -t proc proc "$BARE/proc"
 trap 'umount "$BARE/proc"' EXIT
-chroot "$BARE" /bin/bash -c "cd /repo && OUT=/repo/out CMHA_EMULATE_CUDA=1 tests/gpu/check.sh --parity-only"
+set +e
+chroot "$BARE" /bin/bash -c "cd /repo && OUT=/repo/out CMHA_EMULATE_CUDA=async CHECK_DEADLINE_S=${CHECK_DEADLINE_S:-420} tests/gpu/check.sh"
+rc=$?
+set -e
+LOG=$BARE/repo/out/check.log
+grep -q 'summary after' "$LOG" || { echo "prove_in_chroot: check.sh printed no table (rc $rc)" >&2; exit 1; }
+grep -qE '^libraries +ok' "$BARE/repo/out/summary.tsv" 2>/dev/null || grep -qP '^libraries\tok' "$BARE/repo/out/summary.tsv" ||
+  { echo "prove_in_chroot: the wheel layout's libraries were not all found (rc $rc)" >&2; exit 1; }
+echo "prove_in_chroot: check.sh ran end to end in $(grep -o 'summary after [0-9]* s' "$LOG") (rc $rc)"

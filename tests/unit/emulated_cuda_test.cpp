@@ -1,6 +1,7 @@
-// The emulated CUDA device (tensor/device.h, CMHA_EMULATE_CUDA=1): cuda:0
-// with host memory and the CPU's kernels, where host code may touch device
-// memory only inside a kernel-table call. Training on it must give the CPU's
+// The emulated CUDA device (tensor/device.h), asynchronous as CI runs it
+// (CMHA_EMULATE_CUDA=async, tensor/emulated_stream.h): cuda:0 with host
+// memory and the CPU's kernels run later on stream threads, where the host
+// thread never touches device memory. Training on it must give the CPU's
 // checkpoints bit for bit; any place where the trainer, a task, the
 // evaluation or the checkpoint code would read GPU memory from the host is an
 // error here, on every machine, long before a GPU runs it.
@@ -15,6 +16,7 @@
 #include "support/files.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
+#include "tensor/emulated_stream.h"
 
 namespace cmha {
 namespace {
@@ -23,8 +25,8 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 // Emulation on for the scope of one test, in this process.
 struct Emulated {
-  Emulated() { set_cuda_emulated(true); }
-  ~Emulated() { set_cuda_emulated(false); }
+  Emulated() { set_cuda_emulated_async(true); }
+  ~Emulated() { set_cuda_emulated_async(false); }
 };
 
 TEST(EmulatedCuda, HostReadsOutsideKernelsAreErrors) {
@@ -64,7 +66,7 @@ struct TwoRuns {
 TwoRuns train_both(const std::string& args, const std::string& dir) {
   TwoRuns r;
   r.cpu = test::run_cmha("train " + args + " train.save_dir=" + dir + "/cpu train.device=cpu");
-  setenv("CMHA_EMULATE_CUDA", "1", 1);
+  setenv("CMHA_EMULATE_CUDA", "async", 1);
   r.gpu = test::run_cmha("train " + args + " train.save_dir=" + dir + "/gpu train.device=cuda");
   unsetenv("CMHA_EMULATE_CUDA");
   return r;
@@ -110,7 +112,7 @@ TEST(EmulatedCuda, VitTrainsAsOnTheCpu) {
 // checkpoint taken with a batch ahead must resume at that batch, not after it.
 // 6 updates in one go == 3, stop, resume, 3 more, bit for bit, on the GPU.
 void expect_resume_with_a_batch_ahead_continues(const std::string& args, const std::string& dir) {
-  setenv("CMHA_EMULATE_CUDA", "1", 1);
+  setenv("CMHA_EMULATE_CUDA", "async", 1);
   const auto full = test::run_cmha("train " + args + " train.device=cuda train.save_dir=" + dir + "/full train.max_updates=6");
   const auto first = test::run_cmha("train " + args + " train.device=cuda train.save_dir=" + dir + "/split train.max_updates=3");
   const auto second =

@@ -119,7 +119,7 @@ TEST_F(TranslateStream, WithNoOptionsReproducesTheRunsTestHypothesesByteForByte)
 // kernels): the CPU's hypotheses byte for byte.
 TEST_F(TranslateStream, OnTheEmulatedGpuGivesTheCpusHypotheses) {
   const std::string hyp = test::read_file(dir_ + "/run/test.de.hyp");
-  setenv("CMHA_EMULATE_CUDA", "1", 1);
+  setenv("CMHA_EMULATE_CUDA", "async", 1);
   const int beam = run_split("translate " + ckpt() + " --device cuda < " + dir_ + "/test.en", dir_ + "/gpu.txt",
                              dir_ + "/gpu_err.txt");
   const int greedy = run_split("translate " + ckpt() + " --device cuda --beam 1 < " + dir_ + "/test.en",

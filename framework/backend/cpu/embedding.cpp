@@ -15,8 +15,15 @@ void forward(const Tensor& weight, const Tensor& ids, const Tensor& out) {
   const float* pw = weight.data<float>("embedding");
   const int64_t* pid = ids.data<int64_t>("embedding");
   float* po = out.data<float>("embedding");
+  const int64_t V = weight.shape()[0];
+  // An id out of range (its check deferred: autograd/deferred_checks.h) gives a zero row.
 #pragma omp parallel for schedule(static) if (N * D >= kParallelMin)
-  for (int64_t i = 0; i < N; ++i) std::memcpy(po + i * D, pw + pid[i] * D, static_cast<size_t>(D) * sizeof(float));
+  for (int64_t i = 0; i < N; ++i) {
+    if (pid[i] >= 0 && pid[i] < V)
+      std::memcpy(po + i * D, pw + pid[i] * D, static_cast<size_t>(D) * sizeof(float));
+    else
+      std::memset(po + i * D, 0, static_cast<size_t>(D) * sizeof(float));
+  }
 }
 
 // Positions are bucketed by id with a stable counting sort, so each row of
@@ -28,12 +35,16 @@ void backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_w) {
   const int64_t* pid = ids.data<int64_t>("embedding backward");
   const int64_t N = ids.numel();
 
+  // Ids out of range (their check deferred) add nothing.
+  auto valid = [&](int64_t i) { return pid[i] >= 0 && pid[i] < V; };
   std::vector<int64_t> start(V + 1, 0), order(N);
-  for (int64_t i = 0; i < N; ++i) ++start[pid[i] + 1];
+  for (int64_t i = 0; i < N; ++i)
+    if (valid(i)) ++start[pid[i] + 1];
   for (int64_t v = 0; v < V; ++v) start[v + 1] += start[v];
   {
     std::vector<int64_t> cursor(start.begin(), start.end() - 1);
-    for (int64_t i = 0; i < N; ++i) order[cursor[pid[i]]++] = i;
+    for (int64_t i = 0; i < N; ++i)
+      if (valid(i)) order[cursor[pid[i]]++] = i;
   }
 
   float* pw = grad_w.data<float>("embedding backward");

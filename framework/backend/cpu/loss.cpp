@@ -55,7 +55,8 @@ void cross_entropy_forward(const Tensor& zt, const Tensor& target, const Tensor&
 #pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
   for (int64_t i = 0; i < N; ++i) {
     const int64_t t = pt[i];
-    if (t == ignore_index) {
+    // A target out of range (its check deferred: autograd/deferred_checks.h) counts as ignored.
+    if (t == ignore_index || t < 0 || t >= C) {
       row_loss[i] = 0.0f;
       pmax[i] = 0.0f;
       plog_sum[i] = 0.0f;
@@ -95,7 +96,7 @@ void cross_entropy_backward(const Tensor& zt, const Tensor& target, const Tensor
     const int64_t t = pt[i];
     // (A mean with every row ignored returned 0, a constant: every row is
     // ignored then, so its gradient is 0 too.)
-    if (t == ignore_index) {
+    if (t == ignore_index || t < 0 || t >= C) {  // out of range: as in the forward pass
 #pragma omp simd
       for (int64_t c = 0; c < C; ++c) d[c] = 0.0f;
       continue;

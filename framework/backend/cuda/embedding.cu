@@ -18,11 +18,14 @@ namespace cmha::cuda {
 
 namespace {
 
-// out[p, c] = weight[ids[p], c] over N·D elements.
-__global__ void embedding_forward_kernel(const float* weight, const int64_t* ids, float* out, int64_t n, int64_t D) {
+// out[p, c] = weight[ids[p], c] over N·D elements; 0 for an id outside [0, V)
+// (its check deferred: autograd/deferred_checks.h), never a read outside the table.
+__global__ void embedding_forward_kernel(const float* weight, const int64_t* ids, float* out, int64_t n, int64_t D,
+                                         int64_t V) {
   CMHA_GRID_STRIDE(i, n) {
     const int64_t p = i / D, c = i - p * D;
-    out[i] = weight[ids[p] * D + c];
+    const int64_t id = ids[p];
+    out[i] = id >= 0 && id < V ? weight[id * D + c] : 0.0f;
   }
 }
 
@@ -32,7 +35,7 @@ void forward(const Tensor& weight, const Tensor& ids, const Tensor& out) {
   if (n == 0) return;
   embedding_forward_kernel<<<blocks_for(n), kThreads, 0, launch_stream(out)>>>(
       static_cast<const float*>(weight.raw_data()), static_cast<const int64_t*>(ids.raw_data()),
-      static_cast<float*>(out.raw_data()), n, D);
+      static_cast<float*>(out.raw_data()), n, D, weight.shape()[0]);
   check_launch("embedding.forward");
 }
 
@@ -80,8 +83,10 @@ void backward(const Tensor& grad_out, const Tensor& ids, const Tensor& grad_w) {
   const cudaStream_t stream = launch_stream(grad_w);
 
   // Stable sort of (id, position) pairs by id: positions bucketed by id, in
-  // position order within a bucket. Every id is in [0, V) (the op checked),
-  // so only the low bits of the (non-negative) keys are sorted.
+  // position order within a bucket. Only the low bits of the keys are sorted:
+  // every id is in [0, V) once the op's check has run (an id out of range,
+  // its check deferred, may add its row to another id's; it never reaches
+  // memory outside grad_w, and the deferred check then stops the run).
   const Tensor positions = Tensor::empty({N}, DType::i64, dev);
   const Tensor order = Tensor::empty({N}, DType::i64, dev);
   const Tensor sorted_ids = Tensor::empty({N}, DType::i64, dev);

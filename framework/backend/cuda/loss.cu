@@ -89,7 +89,8 @@ __global__ void cross_entropy_forward_kernel(const float* z, const int64_t* targ
   const float inv_c = 1.0f / static_cast<float>(classes);
   CMHA_ROWS(i, rows, Group) {
     const int64_t t = target[i];
-    if (t == ignore_index) {  // the whole group sees the same t
+    // A target out of range (its check deferred: autograd/deferred_checks.h) counts as ignored.
+    if (t == ignore_index || t < 0 || t >= classes) {  // the whole group sees the same t
       if (Group::lane() == 0) {
         row_loss[i] = 0.0f;
         max_out[i] = 0.0f;
@@ -142,7 +143,7 @@ __global__ void cross_entropy_backward_kernel(const float* z, const int64_t* tar
   CMHA_GRID_STRIDE(e, rows * classes) {
     const int64_t i = e / classes, c = e - i * classes;
     const int64_t t = target[i];
-    if (t == ignore_index) {
+    if (t == ignore_index || t < 0 || t >= classes) {  // out of range: as in the forward pass
       dz[e] = 0.0f;
       continue;
     }

@@ -20,8 +20,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "backend/cuda/cublaslt.h"
+#include "backend/cuda/gemm_alignment.h"
 #include "backend/cuda/kernel_table.h"
 #include "backend/lru_cache.h"
 #include "tensor/cuda_runtime.h"
@@ -72,12 +74,7 @@ Operand operand_of(int64_t R, int64_t C, int64_t sr, int64_t sc, const char* nam
               std::to_string(sc) + ") in its last two dims, neither row- nor column-major dense (the op copies such views)");
 }
 
-uint32_t alignment_of(const void* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  uint32_t align = 256;
-  while (align > 1 && a % align != 0) align /= 2;
-  return align;
-}
+uint32_t alignment_of(const void* p) { return alignment_of_address(reinterpret_cast<uintptr_t>(p)); }
 
 // Everything that selects descriptors and an algorithm.
 struct GeometryKey {
@@ -205,12 +202,23 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
   const bool tf32 = a.dtype() == DType::f32 && backend::f32_matmul_tf32();
   DeviceContext& ctx = context(dev.index);
   std::lock_guard<std::mutex> lock(ctx.mutex);
+  // The alignments every matrix of the call has (gemm_alignment.h): the
+  // outer batch loop below offsets the pointers.
+  std::vector<int64_t> outer_sizes, outer_a, outer_b, outer_c;  // strides in bytes
+  for (size_t d = 0; d + 1 < batch.sizes.size(); ++d) {
+    outer_sizes.push_back(batch.sizes[d]);
+    outer_a.push_back(batch.strides[d][0] * static_cast<int64_t>(ea));
+    outer_b.push_back(batch.strides[d][1] * static_cast<int64_t>(eb));
+    outer_c.push_back(batch.strides[d][2] * static_cast<int64_t>(ec));
+  }
+  const uint32_t align_of_a = batch_alignment(reinterpret_cast<uintptr_t>(a.raw_data()), outer_sizes, outer_a);
+  const uint32_t align_of_b = batch_alignment(reinterpret_cast<uintptr_t>(b.raw_data()), outer_sizes, outer_b);
+  const uint32_t align_of_c = batch_alignment(reinterpret_cast<uintptr_t>(c.raw_data()), outer_sizes, outer_c);
   GeometryKey key;
   key.v = {static_cast<int64_t>(ta), static_cast<int64_t>(tc), A.transpose, static_cast<int64_t>(A.rows),
            static_cast<int64_t>(A.cols), A.ld, B.transpose, static_cast<int64_t>(B.rows), static_cast<int64_t>(B.cols),
            B.ld, N, M, inner_count, inner_stride[0], inner_stride[1], inner_stride[2], bias.defined(),
-           alignment_of(a.raw_data()) * 1000 + alignment_of(b.raw_data()), alignment_of(c.raw_data()),
-           bias.defined() ? alignment_of(bias.raw_data()) : 0, tf32};
+           align_of_a * 1000 + align_of_b, align_of_c, bias.defined() ? alignment_of(bias.raw_data()) : 0, tf32};
   const std::shared_ptr<Plan> plan = ctx.plans.get_or_make(key, [&] {
     auto p = std::make_shared<Plan>();
     check_cublas(lt.matmul_desc_create(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
@@ -238,8 +246,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
     check_cublas(lt.preference_create(&pref), "cublasLtMatmulPreferenceCreate", what);
     const uint64_t ws = kWorkspaceBytes;
     lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    const uint32_t align_a = alignment_of(b.raw_data()), align_b = alignment_of(a.raw_data()),
-                   align_d = alignment_of(c.raw_data());
+    const uint32_t align_a = align_of_b, align_b = align_of_a, align_d = align_of_c;  // cuBLASLt's A is our b
     lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
     lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
     lt.preference_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d);
@@ -276,6 +283,10 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
       ob += idx * batch.strides[d][1];
       oc += idx * batch.strides[d][2];
     }
+    // What the plan declared holds for this matrix (a wrong declaration is a fault, not an error).
+    CMHA_CHECK(alignment_of(pa + oa * ea) >= align_of_a && alignment_of(pb + ob * eb) >= align_of_b &&
+                   alignment_of(pc + oc * ec) >= align_of_c,
+               what + ": batch " + std::to_string(o) + " is less aligned than declared to cuBLASLt");
     check_cublas(lt.matmul(ctx.handle, plan->op, &alpha, pb + ob * eb, plan->a, pa + oa * ea, plan->b, &beta, pc + oc * ec,
                            plan->d, pc + oc * ec, plan->d, &plan->algo, ctx.workspace, kWorkspaceBytes, stream),
                  "cublasLtMatmul", what);
