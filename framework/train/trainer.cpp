@@ -59,7 +59,7 @@ std::string architecture_of(const run::Recipe& recipe) {
         if (!key.init_only) continue;
         group.remove(key.name);
         const YAML::Node& read = group;  // const: looking "layers" up must not add it
-        if (YAML::Node layers = read["layers"]; layers.IsMap())
+        if (YAML::Node layers = read["layers"]; layers && layers.IsMap())
           for (auto layer : layers) layer.second.remove(key.name);
       }
   return YAML::Dump(model);

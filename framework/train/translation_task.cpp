@@ -111,14 +111,14 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
   }
   const auto t0 = std::chrono::steady_clock::now();
   vocab_ = std::make_unique<data::SentencePieceVocab>(data::SentencePieceVocab::load_or_train(spm_path, so, joint));
-  joint = {};
-  train = {};
   if (verbose && !had_model)
     std::fprintf(stderr, "data: trained a joint %s SentencePiece model of %lld pieces on %lld of %zu sentences in %.1f s: %s\n",
                  so.model_type.c_str(), static_cast<long long>(vocab_->size()),
                  static_cast<long long>(so.sample_sentences > 0 ? std::min<int64_t>(so.sample_sentences, joint.size())
                                                                 : static_cast<int64_t>(joint.size())),
                  joint.size(), seconds_since(t0), spm_path.c_str());
+  joint = {};  // the corpus is not kept: the token caches are what training reads
+  train = {};
   CMHA_CHECK(vocab_->size() == cfg.src_vocab, "SentencePiece model '" + spm_path + "' has " +
                                                   std::to_string(vocab_->size()) + " pieces but model.vocab_size is " +
                                                   std::to_string(cfg.src_vocab));

@@ -138,7 +138,7 @@ TEST(EmulatedCuda, TranslationResumesWithABatchAheadBitIdentically) {
   expect_resume_with_a_batch_ahead_continues(
       std::string(CMHA_SOURCE_DIR) + "/recipes/local/en_de_transformer_small.yaml data.train_prefix=" + dir +
           "/train data.valid_prefix=" + dir + "/valid data.test_prefix=" + dir +
-          "/valid model.vocab_size=100 eval.valid_bleu=false eval.beam=1 data.max_tokens=256 data.spm_sample_sentences=1000 train.update_freq=1 "
+          "/valid data.valid_is_test=true model.vocab_size=100 eval.valid_bleu=false eval.beam=1 data.max_tokens=256 data.spm_sample_sentences=1000 train.update_freq=1 "
           "train.save_every=3 train.validate_every=1000 train.log_every=1000 lr.warmup=2 lr.total=6 "
           "model.d_model=32 model.ffn_dim=64 model.encoder_layers=1 model.decoder_layers=1 model.attention.key_dim=16",
       dir);

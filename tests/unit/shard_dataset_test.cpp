@@ -252,9 +252,9 @@ TEST(Shards, MissingShardIsOneSentenceAndExitTwo) {
   r = test::run_cmha("pack " + src + " " + dir + "/data/val --shard-samples 8");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string train = std::string(CMHA_SOURCE_DIR) + "/recipes/local/fashion_mnist_vit.yaml " +
-                            "data.format=shards data.root=" + dir + "/data data.batch_size=8 data.eval_resize=28 "
+                            "data.format=shards data.holdout=0 data.root=" + dir + "/data data.batch_size=8 data.eval_resize=28 "
                             "model.d_model=16 model.depth=1 model.ffn_dim=32 model.attention.heads=2 "
-                            "model.attention.key_dim=8 train.max_updates=2 train.max_epochs=0 train.save_dir=" +
+                            "model.attention.key_dim=8 train.max_updates=2 train.max_epochs=0 lr.warmup_epochs=0 lr.warmup=1 train.save_dir=" +
                             dir + "/run";
   r = test::run_cmha("train " + train);
   ASSERT_EQ(r.code, 0) << r.output;
