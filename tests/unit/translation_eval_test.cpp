@@ -70,7 +70,7 @@ TEST(TranslationEval, ValidationReportsBleuAndFinalEvaluationAveragesAndScores) 
   OneThread one;
   const std::string dir = test::toy_dir("final");
   const run::Recipe r = test::toy_recipe(
-      dir, {"eval.valid_bleu=true", "eval.valid_sentences=12", "data.test_prefix=" + dir + "/valid",
+      dir, {"eval.valid_bleu=true", "eval.valid_sentences=12", "data.test_prefix=" + dir + "/valid", "data.valid_is_test=true",
             "train.save_every=10", "train.keep_last=5", "eval.average_last=3", "eval.beam=2",
             "train.validate_every=20", "train.best_metric=bleu", "train.best_mode=max"});
   Generator g(3);
@@ -127,7 +127,7 @@ TEST(TranslationEval, ErrorsNameTheMissingTestFileAndTheEmptyRunDirectory) {
   });
   EXPECT_TRUE(has(missing, "data.test_prefix: the test corpus file '" + dir + "/nope.en' does not exist")) << missing;
   Generator g(3);
-  train::TranslationTask task(test::toy_recipe(dir, {"data.test_prefix=" + dir + "/valid"}), g);
+  train::TranslationTask task(test::toy_recipe(dir, {"data.test_prefix=" + dir + "/valid", "data.valid_is_test=true"}), g);
   fs::create_directories(dir + "/empty");
   const std::string empty = error_of([&] { task.final_evaluation(dir + "/empty"); });
   EXPECT_TRUE(has(empty, "'" + dir + "/empty' holds no checkpoint")) << empty;
