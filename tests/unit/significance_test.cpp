@@ -341,7 +341,8 @@ TEST(AccuracyTests, BootstrapIntervalOfTopOneDrawsNumpysResamples) {
 }
 
 TEST(AccuracyTests, ExactMcNemarIsTheBinomialTestOnTheDiscordantImages) {
-  for (const auto& c : load("results.json").at("accuracy").at("mcnemar")) {
+  const nlohmann::json results = load("results.json");  // named: a range-for over a temporary's member dangles
+  for (const auto& c : results.at("accuracy").at("mcnemar")) {
     const int64_t only_a = c.at("only_a").get<int64_t>(), only_b = c.at("only_b").get<int64_t>();
     // Images each classifier gets right: 5 both, then the discordant ones, 2 neither.
     std::vector<uint8_t> a(5, 1), b(5, 1);
