@@ -11,12 +11,12 @@
 
 #include "cli/command_line.h"
 #include "nn/attention/registry.h"
+#include "run/budget.h"
 #include "run/checkpoint.h"
 #include "run/device.h"
 #include "run/model_config.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
-#include "train/budget.h"
 #ifdef CMHA_WITH_CUDA
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -218,7 +218,7 @@ nlohmann::ordered_json checkpoint_json(const std::string& path, const run::Check
                 {"parameters", parameter_count(c)},
                 {"weight_tensors", c.weights.size()}};
   j["attention"] = attention;
-  j["budget"] = train::budget_json(train::model_budget(r));
+  j["budget"] = run::budget_json(run::model_budget(r));
   j["attention_layers"] = Json::array();
   for (const LayerRow& row : layer_rows(r))
     j["attention_layers"].push_back({{"place", row.place},
@@ -257,7 +257,7 @@ void print_checkpoint(const std::string& path, const run::Checkpoint& c, const r
                 per_layer ? "; some layers differ (below)" : "");
   }
   print_layer_table(r);
-  std::printf("%s", train::budget_text(train::model_budget(r)).c_str());
+  std::printf("%s", run::budget_text(run::model_budget(r)).c_str());
   const auto& t = c.trainer;
   std::printf("trainer: update %s, epoch %s, %zu optimiser tensors, %zu EMA tensors\n",
               t.contains("update") ? t["update"].dump().c_str() : "?", t.contains("epoch") ? t["epoch"].dump().c_str() : "?",

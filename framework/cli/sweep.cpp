@@ -13,9 +13,9 @@
 #include <filesystem>
 
 #include "cli/command_line.h"
-#include "tensor/error.h"
+#include "run/budget.h"
 #include "run/recipe.h"
-#include "train/budget.h"
+#include "tensor/error.h"
 #include "train/sweep.h"
 #include "train/sweep_runner.h"
 
@@ -99,7 +99,7 @@ int sweep_command(const Args& args) {
   }
 
   // The x axis: given, or the last axis whose values are all numbers (not the seeds). A
-  // budget column (train/budget.h) stands in for that axis: the lines are
+  // budget column (run/budget.h) stands in for that axis: the lines are
   // the other axes' combinations.
   std::string numeric_axis;
   for (auto it = axes.rbegin(); numeric_axis.empty() && it != axes.rend(); ++it) {
@@ -109,7 +109,7 @@ int sweep_command(const Args& args) {
     if (numeric) numeric_axis = it->key;
   }
   if (x_key.empty()) x_key = numeric_axis;
-  const auto& budget = train::budget_keys();
+  const auto& budget = run::budget_keys();
   const bool x_budget = std::find(budget.begin(), budget.end(), x_key) != budget.end();
   bool x_known = x_key.empty() || x_budget;
   for (const auto& a : axes) x_known = x_known || a.key == x_key;

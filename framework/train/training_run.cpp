@@ -9,11 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "run/budget.h"
 #include "run/device.h"
 #include "run/model_config.h"
 #include "run/run_results.h"
 #include "tensor/rng.h"
-#include "train/budget.h"
 #include "train/progress.h"
 #include "train/task_factory.h"
 #include "train/trainer.h"
@@ -70,7 +70,7 @@ bool run_training(const run::Recipe& recipe, const TrainingRunOptions& options, 
     nlohmann::json results = task->final_evaluation(dir);
     // The model's budget beside its scores, so that a sweep can plot one against the other.
     if (!results.empty()) {
-      const nlohmann::ordered_json budget = budget_json(model_budget(recipe, task->model()));
+      const nlohmann::ordered_json budget = run::budget_json(run::model_budget(recipe, task->model()));
       for (const auto& [k, v] : budget.items()) results[k] = v;
     }
     if (!results.empty()) {

@@ -1,11 +1,11 @@
-// train/budget.h on models small enough to count by hand.
+// run/budget.h on models small enough to count by hand.
 #include <gtest/gtest.h>
 
+#include "run/budget.h"
 #include "run/recipe.h"
-#include "train/budget.h"
 
 using namespace cmha;
-using namespace cmha::train;
+using namespace cmha::run;
 using cmha::run::Recipe;
 
 namespace {

@@ -87,7 +87,7 @@ class Attention : public Module {
   virtual Tensor forward(const Tensor& query, const Tensor& source, const AttentionMask& mask,
                          AttentionCache* cache = nullptr) = 0;
   virtual const char* type() const = 0;
-  // What the layer costs (train/budget.h). The forward FLOPs of `queries`
+  // What the layer costs (run/budget.h). The forward FLOPs of `queries`
   // query positions against `keys` key positions, the keys and values
   // projected from `keys` source positions: a multiply-add counts 2; biases,
   // softmax, masks and dropout are not counted.

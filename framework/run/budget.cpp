@@ -1,4 +1,4 @@
-#include "train/budget.h"
+#include "run/budget.h"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 #include "run/model_config.h"
 #include "tensor/error.h"
 
-namespace cmha::train {
+namespace cmha::run {
 
 namespace {
 
@@ -26,7 +26,7 @@ void count_attention(ModelBudget& b, const nn::Attention& a) {
 
 }  // namespace
 
-ModelBudget model_budget(const run::Recipe& r, const nn::Module& model) {
+ModelBudget model_budget(const Recipe& r, const nn::Module& model) {
   ModelBudget b;
   b.kind = r.string("model.kind");
   b.parameters = model.num_parameters();
@@ -69,7 +69,7 @@ ModelBudget model_budget(const run::Recipe& r, const nn::Module& model) {
   return b;
 }
 
-ModelBudget model_budget(const run::Recipe& r) {
+ModelBudget model_budget(const Recipe& r) {
   Generator gen(0);
   if (r.string("model.kind") == "vit") return model_budget(r, nn::VisionTransformer(run::vit_config(r), gen));
   return model_budget(r, nn::Transformer(run::transformer_config(r), gen));
@@ -123,4 +123,4 @@ std::string budget_text(const ModelBudget& b) {
   return out + line;
 }
 
-}  // namespace cmha::train
+}  // namespace cmha::run

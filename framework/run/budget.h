@@ -20,7 +20,7 @@
 #include "nn/module.h"
 #include "run/recipe.h"
 
-namespace cmha::train {
+namespace cmha::run {
 
 struct ModelBudget {
   std::string kind;                   // transformer | vit
@@ -37,9 +37,9 @@ struct ModelBudget {
 };
 
 // The budget of `model`, a Transformer or a VisionTransformer built from `r`.
-ModelBudget model_budget(const run::Recipe& r, const nn::Module& model);
+ModelBudget model_budget(const Recipe& r, const nn::Module& model);
 // Builds the model `r` describes (random weights, on the CPU) and counts it.
-ModelBudget model_budget(const run::Recipe& r);
+ModelBudget model_budget(const Recipe& r);
 
 // The budget as flat JSON for results.json and sweep.csv: parameters,
 // attention_parameters, key_query_parameters, train_flops_per_token (or
@@ -51,4 +51,4 @@ const std::vector<std::string>& budget_keys();
 // Lines for `cmha info`: "budget: ...".
 std::string budget_text(const ModelBudget& b);
 
-}  // namespace cmha::train
+}  // namespace cmha::run
