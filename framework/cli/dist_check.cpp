@@ -4,13 +4,12 @@
 // bandwidth is measured at a few sizes, as nccl-tests reports it.
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/command_line.h"
+#include "distributed/collective_check.h"
 #include "distributed/launch.h"
 #include "run/device.h"
 #include "tensor/device.h"
@@ -41,52 +40,6 @@ std::string where_am_i(const distributed::Communicator& comm) {
                                                   std::to_string(gpus) + " visible)");
   return std::string(host) + "\t" + std::to_string(comm.rank()) + "\t" + std::to_string(comm.local_rank()) + "/" +
          std::to_string(comm.local_size()) + "\t" + device;
-}
-
-// Element i of rank r's buffer: exact in f32, and so is any sum of them over ranks.
-float value_of(int rank, size_t i) { return static_cast<float>(rank + 1) + static_cast<float>(i % 7); }
-
-struct SizeResult {
-  size_t bytes = 0;
-  double seconds = 0;  // median of the timed all-reduces
-  bool all_reduce_ok = false, broadcast_ok = false;
-};
-
-SizeResult check_size(distributed::Communicator& comm, size_t bytes, int iterations) {
-  const size_t n = bytes / sizeof(float);
-  const int world = comm.size();
-  std::vector<float> buf(n);
-  SizeResult r;
-  r.bytes = bytes;
-  // Correctness first: Σ_r (r + 1 + i%7) = n(n+1)/2 + world·(i%7), exactly.
-  for (size_t i = 0; i < n; ++i) buf[i] = value_of(comm.rank(), i);
-  comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
-  const float base = static_cast<float>(world) * static_cast<float>(world + 1) / 2.0f;
-  bool ok = true;
-  for (size_t i = 0; i < n && ok; ++i) ok = buf[i] == base + static_cast<float>(world) * static_cast<float>(i % 7);
-  for (size_t i = 0; i < n; ++i) buf[i] = comm.rank() == 0 ? value_of(0, i) : -1.0f;
-  comm.broadcast(buf.data(), n, 0);
-  bool bok = true;
-  for (size_t i = 0; i < n && bok; ++i) bok = buf[i] == value_of(0, i);
-  // Every rank's verdict, so rank 0 can say which one failed.
-  double flags[2] = {ok ? 0.0 : 1.0, bok ? 0.0 : 1.0};
-  comm.all_reduce(flags, 2, distributed::ReduceOp::sum);
-  r.all_reduce_ok = flags[0] == 0.0;
-  r.broadcast_ok = flags[1] == 0.0;
-  // Then speed: the median of `iterations` all-reduces after one warm-up.
-  std::vector<double> times;
-  comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
-  for (int k = 0; k < iterations; ++k) {
-    comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    comm.all_reduce(buf.data(), n, distributed::ReduceOp::sum);
-    // After the barrier every rank starts together; an all-reduce ends on a
-    // rank only once every rank's data has reached it.
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
-  r.seconds = times[times.size() / 2];
-  return r;
 }
 
 std::string human_bytes(size_t b) {
@@ -133,7 +86,7 @@ int dist_check_command(const Args& args) {
     bool all_ok = true;
     const double world = comm->size();
     for (size_t bytes = 4 << 10; bytes <= static_cast<size_t>(max_mb) << 20; bytes *= 16) {
-      const SizeResult r = check_size(*comm, bytes, static_cast<int>(iterations));
+      const distributed::CollectiveCheck r = distributed::check_collectives(*comm, bytes, static_cast<int>(iterations));
       all_ok = all_ok && r.all_reduce_ok && r.broadcast_ok;
       if (!main) continue;
       const double algbw = static_cast<double>(r.bytes) / r.seconds / 1e9;

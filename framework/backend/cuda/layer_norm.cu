@@ -25,7 +25,7 @@ namespace {
 
 // x, y (and in the backward g, dx): f32 or bf16 each; statistics in f32/double.
 template <int kGroup, typename X, typename Y>
-__global__ void forward_kernel(const X* x, const float* w, const float* b, Y* y, float* mean, float* rstd,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) forward_kernel(const X* x, const float* w, const float* b, Y* y, float* mean, float* rstd,
                                int64_t rows, int64_t d, float eps) {
   using Group = RowGroup<kGroup>;
   __shared__ double scratch[32];
@@ -80,7 +80,7 @@ void forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Te
 
 // With x̂ = (x - μ)·rstd and ĝ = g·w:  dx = rstd · (ĝ - mean(ĝ) - x̂ · mean(ĝ·x̂)).
 template <int kGroup, typename X, typename G, typename DX>
-__global__ void dx_kernel(const X* x, const float* w, const G* g, const float* mean, const float* rstd, DX* dx,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) dx_kernel(const X* x, const float* w, const G* g, const float* mean, const float* rstd, DX* dx,
                           int64_t rows, int64_t d) {
   using Group = RowGroup<kGroup>;
   __shared__ float scratch[32];

@@ -27,7 +27,7 @@ constexpr int kOneBlock = 1024;  // threads of the single-block kernels
 // result = {count, bad_row, bad_value}: first the first bad row (the minimum
 // over the threads' bad rows: integer atomics, exact in any order), then the
 // non-ignored rows before it.
-__global__ void count_targets_kernel(const int64_t* target, int64_t n, int64_t classes, int64_t ignore_index,
+__global__ void __launch_bounds__(kOneBlock) count_targets_kernel(const int64_t* target, int64_t n, int64_t classes, int64_t ignore_index,
                                      int64_t* result) {
   __shared__ long long first_bad;
   __shared__ unsigned long long count;
@@ -81,7 +81,7 @@ backend::TargetCount count_targets(const Tensor& target, int64_t classes, int64_
 //   loss = (1-ε)·(log_sum - (z_t - m)) + ε·(log_sum - mean_c (z_c - m));
 // 0 in all three on ignored rows.
 template <int kGroup>
-__global__ void cross_entropy_forward_kernel(const float* z, const int64_t* target, float* row_loss, float* max_out,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) cross_entropy_forward_kernel(const float* z, const int64_t* target, float* row_loss, float* max_out,
                                              float* log_sum_out, int64_t rows, int64_t classes, float eps,
                                              int64_t ignore_index) {
   using Group = RowGroup<kGroup>;
@@ -171,7 +171,7 @@ void cross_entropy_backward(const Tensor& z, const Tensor& target, const Tensor&
 
 // Per row, with q' = (1-ε)·q + ε/C: loss = Σ_c q'_c·(log_sum - (z_c - m)).
 template <int kGroup>
-__global__ void soft_cross_entropy_forward_kernel(const float* z, const float* q, float* row_loss, float* max_out,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) soft_cross_entropy_forward_kernel(const float* z, const float* q, float* row_loss, float* max_out,
                                                   float* log_sum_out, int64_t rows, int64_t classes, float eps) {
   using Group = RowGroup<kGroup>;
   __shared__ float scratch[32];
@@ -217,7 +217,7 @@ void soft_cross_entropy_forward(const Tensor& z, const Tensor& q, const Tensor& 
 // With S = Σ_c q'_c and log p_c = (z_c - m) - log_sum:
 //   dz = (S·p_c - q'_c)·scale,  dq = -(1-ε)·log p_c·scale.
 template <int kGroup>
-__global__ void soft_cross_entropy_backward_kernel(const float* z, const float* q, const float* max_in,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) soft_cross_entropy_backward_kernel(const float* z, const float* q, const float* max_in,
                                                    const float* log_sum_in, const float* g, float* dz, float* dq,
                                                    int64_t rows, int64_t classes, float eps, bool per_row,
                                                    float denom) {
@@ -262,7 +262,7 @@ void soft_cross_entropy_backward(const Tensor& z, const Tensor& q, const Tensor&
 // out[0] = f32(Σ row_loss / divisor) (0 when divisor is 0): thread k sums rows
 // k, k + 1024, ... in order, then block_sum's fixed tree: an order set by the
 // row count alone.
-__global__ void reduce_rows_kernel(const float* row_loss, int64_t n, double divisor, float* out) {
+__global__ void __launch_bounds__(kOneBlock) reduce_rows_kernel(const float* row_loss, int64_t n, double divisor, float* out) {
   __shared__ double scratch[32];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];

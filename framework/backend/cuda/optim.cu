@@ -171,7 +171,7 @@ ChunkTable chunk_table(const std::vector<Tensor>& xs, const char* op, int64_t fl
 // sums[c] = Σ x² over chunk c in double: each thread adds its elements
 // (stride blockDim.x) with fused multiply-adds, then block_sum adds the
 // threads' sums in an order fixed by blockDim.x.
-__global__ void sum_squares_kernel(const Chunk* chunks, double* sums) {
+__global__ void __launch_bounds__(kThreads) sum_squares_kernel(const Chunk* chunks, double* sums) {
   __shared__ double scratch[32];
   const Chunk c = chunks[blockIdx.x];
   double acc = 0.0;
@@ -185,14 +185,14 @@ __global__ void sum_squares_kernel(const Chunk* chunks, double* sums) {
 
 // *bad ← 1 when some element of some chunk is ±inf or NaN (an integer OR:
 // the result does not depend on the order).
-__global__ void all_finite_kernel(const Chunk* chunks, unsigned int* bad) {
+__global__ void __launch_bounds__(kThreads) all_finite_kernel(const Chunk* chunks, unsigned int* bad) {
   const Chunk c = chunks[blockIdx.x];
   int found = 0;
   for (int64_t k = threadIdx.x; k < c.n; k += blockDim.x) found |= isfinite(c.data[k]) ? 0 : 1;
   if (__syncthreads_or(found) && threadIdx.x == 0) atomicOr(bad, 1u);
 }
 
-__global__ void scale_kernel(const Chunk* chunks, float factor) {
+__global__ void __launch_bounds__(kThreads) scale_kernel(const Chunk* chunks, float factor) {
   const Chunk c = chunks[blockIdx.x];
   for (int64_t k = threadIdx.x; k < c.n; k += blockDim.x) c.data[k] = __fmul_rn(c.data[k], factor);
 }

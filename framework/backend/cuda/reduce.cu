@@ -77,7 +77,7 @@ __global__ void sum_columns_kernel(const X* x, StridedGeometry<1> kept, StridedG
 
 // A warp per work item, its lanes along the chunk, then a warp sum.
 template <typename X>
-__global__ void sum_rows_kernel(const X* x, StridedGeometry<1> kept, StridedGeometry<1> red, int64_t outputs,
+__global__ void __launch_bounds__(kRowBlock<32>) sum_rows_kernel(const X* x, StridedGeometry<1> kept, StridedGeometry<1> red, int64_t outputs,
                                 int64_t reduced, SumSplit split, float* out, double* partial) {
   using Group = RowGroup<32>;
   CMHA_ROWS(w, outputs * split.chunks, Group) {
@@ -186,7 +186,7 @@ __global__ void max_scan_kernel(const float* x, StridedGeometry<1> kept, int64_t
 
 // A warp per output (n ≥ 32): each lane scans i ≡ lane (mod 32), then the
 // lanes' bests are combined by `beats`.
-__global__ void max_warp_kernel(const float* x, StridedGeometry<1> kept, int64_t n, int64_t stride, int64_t outputs,
+__global__ void __launch_bounds__(kRowBlock<32>) max_warp_kernel(const float* x, StridedGeometry<1> kept, int64_t n, int64_t stride, int64_t outputs,
                                 float* values, int64_t* indices) {
   using Group = RowGroup<32>;
   CMHA_ROWS(o, outputs, Group) {
@@ -280,7 +280,7 @@ void max_backward(const Tensor& g, const Tensor& indices, int64_t dim, const Ten
 // ---- target_rank ----
 
 // A warp per row: the classes scoring strictly above the target's.
-__global__ void target_rank_kernel(const float* z, const int64_t* target, int64_t* rank, int64_t rows,
+__global__ void __launch_bounds__(kRowBlock<32>) target_rank_kernel(const float* z, const int64_t* target, int64_t* rank, int64_t rows,
                                    int64_t classes) {
   using Group = RowGroup<32>;
   CMHA_ROWS(b, rows, Group) {

@@ -54,9 +54,13 @@ struct RowGroup {
 #define CMHA_ROWS(r, rows, Group) for (int64_t r = Group::first_row(); r < (rows); r += Group::row_step())
 
 // Launch geometry of a row kernel of group size kGroup over `rows` rows.
+// kRowBlock<kGroup> is its block size, declared by the kernel with
+// __launch_bounds__(kRowBlock<kGroup>) so ptxas budgets registers for it.
+template <int kGroup>
+constexpr int kRowBlock = kGroup == 32 ? kThreads : kGroup;
 template <int kGroup>
 inline unsigned row_threads() {
-  return kGroup == 32 ? kThreads : kGroup;
+  return kRowBlock<kGroup>;
 }
 template <int kGroup>
 inline unsigned row_blocks(int64_t rows) {

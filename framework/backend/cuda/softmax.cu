@@ -34,7 +34,7 @@ __device__ __forceinline__ int64_t line_base(int64_t l, int64_t n, int64_t inner
 
 // x, y (and in the backward y, g, dx): f32 or bf16 each, f32 arithmetic.
 template <int kGroup, typename X, typename Y>
-__global__ void forward_group_kernel(const X* x, Y* y, int64_t lines, int64_t n, int64_t inner, bool log) {
+__global__ void __launch_bounds__(kRowBlock<kGroup>) forward_group_kernel(const X* x, Y* y, int64_t lines, int64_t n, int64_t inner, bool log) {
   using Group = RowGroup<kGroup>;
   __shared__ float scratch[32];
   CMHA_ROWS(l, lines, Group) {
@@ -84,7 +84,7 @@ __global__ void forward_thread_kernel(const X* x, Y* y, int64_t lines, int64_t n
 // log_softmax: dx = g - e^y · Σ g
 
 template <int kGroup, typename Y, typename G, typename DX>
-__global__ void backward_group_kernel(const Y* y, const G* g, DX* dx, int64_t lines, int64_t n, int64_t inner,
+__global__ void __launch_bounds__(kRowBlock<kGroup>) backward_group_kernel(const Y* y, const G* g, DX* dx, int64_t lines, int64_t n, int64_t inner,
                                       bool log) {
   using Group = RowGroup<kGroup>;
   __shared__ float scratch[32];
