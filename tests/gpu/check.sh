@@ -58,12 +58,20 @@ result_of() {  # RC -> ok | failed (rc N) | cut by the deadline | not run (no ti
     *) echo "failed (rc $1)" ;;
   esac
 }
+# A tab-separated file as aligned columns (awk: a bare image has no column(1)).
+aligned() {
+  awk -F'\t' '{ for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) }
+                 if (NF > n) n = NF }
+               END { for (r = 1; r <= NR; r++) { line = ""
+                       for (i = 1; i <= n; i++) line = line sprintf("%-" w[i] "s  ", cell[r, i])
+                       sub(/ +$/, "", line); print line } }' "$1"
+}
 print_table() {
   echo
   say "summary after $(($(date +%s) - started)) s of $DEADLINE_S:"
-  column -t -s $'\t' "$SUMMARY" | tee -a "$LOG"
+  aligned "$SUMMARY" | tee -a "$LOG"
   if [ -f "$OUT/bench.tsv" ] && [ "$(wc -l <"$OUT/bench.tsv")" -gt 1 ]; then
-    column -t -s $'\t' "$OUT/bench.tsv" | tee -a "$LOG"
+    aligned "$OUT/bench.tsv" | tee -a "$LOG"
   fi
   say "results in $OUT"
 }
@@ -136,7 +144,14 @@ fi
 # ---- 3. GEMM ceilings ----------------------------------------------------------------------
 # Measured here (PyTorch, 8192³, the mean of 10 after 3 warm-ups): bf16, f32
 # without TF32 (cmha's default: train.tf32=false) and with it.
-say "GEMM ceilings (PyTorch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+TORCH=$([ -n "$PY" ] && "$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)
+if [ -z "$TORCH" ]; then
+  # Without PyTorch there is no reference and no ceiling: cmha's own figures only.
+  say "no python3 with PyTorch here: no GEMM ceilings and no PyTorch column"
+  row ceilings "not run (no PyTorch)" ""
+  PY=""
+else
+say "GEMM ceilings (PyTorch $TORCH)"
 ceilings=$(part 60 "$PY" - <<'PYEOF' 2>>"$LOG"
 import torch
 def tflops(dtype, tf32=False, n=8192):
@@ -156,6 +171,7 @@ rc=$?
 read -r CEIL_BF16 CEIL_F32 CEIL_TF32 <<<"$ceilings"
 row ceilings "$(result_of $rc)" "bf16 ${CEIL_BF16:-?}, f32 ${CEIL_F32:-?}, TF32 ${CEIL_TF32:-?} TFLOP/s"
 say "GEMM ceilings: bf16 ${CEIL_BF16:-?}, f32 (no TF32) ${CEIL_F32:-?}, TF32 ${CEIL_TF32:-?} TFLOP/s"
+fi
 
 # ---- 4, 5. training steps: bf16 first, then f32 ------------------------------------------------
 printf 'model\tdtype\tframework\tunits/s\tstep ms\tMFU %%\tvs torch\tpool growths\thost syncs/step\n' >"$OUT/bench.tsv"
@@ -168,6 +184,11 @@ bench_one() {  # LABEL DTYPE RECIPE OVERRIDES...
   local c p rc_c rc_p
   c=$(part 60 "$CMHA" bench "$recipe" --device cuda --steps 10 --warmup 3 train.bf16=$bf16 "$@" 2>>"$LOG" | tail -1)
   rc_c=$?  # pipefail: cmha's status
+  if [ -z "$PY" ]; then  # no PyTorch: cmha's JSON line as it printed it
+    row "$label $dtype" "cmha $(result_of $rc_c), pytorch not run (no PyTorch)" ""
+    printf '%s\t%s\tcmha\t%s\n' "$label" "$dtype" "${c:-(failed or cut: see check.log)}" >>"$OUT/bench.tsv"
+    return
+  fi
   p=$(part 60 "$PY" "$ROOT/tests/bench/pytorch_transformer_bench.py" "$recipe" --device cuda --steps 10 \
     --warmup 3 $([ "$bf16" = true ] && echo --bf16) $(printf -- '--set %s ' "$@") 2>>"$LOG" | tail -1)
   rc_p=$?
