@@ -24,7 +24,7 @@ void with_element_type(DType d, const char* kernel, const char* expected, F&& f)
 // Every dtype a tensor can have.
 template <typename F>
 void with_any_element_type(DType d, const char* kernel, F&& f) {
-  with_element_type<float, bf16, f16, int32_t, int64_t, bool>(d, kernel, "a tensor of a known dtype", f);
+  with_element_type<float, bf16, f16, int32_t, int64_t, bool, uint8_t>(d, kernel, "a tensor of a known dtype", f);
 }
 
 // f32 or bf16.

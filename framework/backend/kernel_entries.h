@@ -27,6 +27,7 @@
   X(elementwise, unary) \
   X(embedding, forward) \
   X(embedding, backward) \
+  X(image, prepare) \
   X(index, find_out_of_range) \
   X(index, masked_fill) \
   X(index, gather) \

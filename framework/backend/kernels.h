@@ -19,6 +19,7 @@
 #include "backend/dropout.h"
 #include "backend/elementwise.h"
 #include "backend/embedding.h"
+#include "backend/image.h"
 #include "backend/index.h"
 #include "backend/layer_norm.h"
 #include "backend/loss.h"
@@ -46,6 +47,7 @@ struct KernelTable {
   DropoutKernels dropout;
   ElementwiseKernels elementwise;
   EmbeddingKernels embedding;
+  ImageKernels image;
   IndexKernels index;
   LayerNormKernels layer_norm;
   LossKernels loss;

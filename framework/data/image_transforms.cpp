@@ -119,21 +119,17 @@ CropBox random_resized_crop_box(int64_t height, int64_t width, float scale_lo, f
   return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
-void to_normalised_chw(const Image& im, const std::vector<float>& mean, const std::vector<float>& std, float* out) {
+void to_chw(const Image& im, uint8_t* out) {
   const int64_t C = im.channels, HW = im.height * im.width;
-  CMHA_CHECK(static_cast<int64_t>(mean.size()) == C && static_cast<int64_t>(std.size()) == C,
-             "normalise: " + std::to_string(mean.size()) + " means and " + std::to_string(std.size()) +
-                 " stds for an image of " + std::to_string(C) + " channels");
   for (int64_t c = 0; c < C; ++c) {
-    const float m = mean[c], inv = 1.0f / std[c];
-    float* dst = out + c * HW;
+    uint8_t* dst = out + c * HW;
     const uint8_t* src = im.pixels.data() + c;
-    for (int64_t i = 0; i < HW; ++i) dst[i] = (static_cast<float>(src[i * C]) / 255.0f - m) * inv;
+    for (int64_t i = 0; i < HW; ++i) dst[i] = src[i * C];
   }
 }
 
-void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, SampleRandom& rng) {
-  if (prob <= 0 || !rng.bernoulli(prob)) return;
+EraseDraw draw_random_erase(int64_t H, int64_t W, float prob, SampleRandom& rng) {
+  if (prob <= 0 || !rng.bernoulli(prob)) return {};
   const double area = static_cast<double>(H * W);
   const double log_lo = std::log(0.3), log_hi = std::log(1 / 0.3);
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -143,15 +139,15 @@ void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, Sampl
     const auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(target / aspect)));
     if (w < W && h < H) {
       const int64_t top = rng.integer(0, H - h + 1), left = rng.integer(0, W - w + 1);
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t y = top; y < top + h; ++y)
-          for (int64_t x = left; x < left + w; ++x) chw[(c * H + y) * W + x] = rng.normal();
-      return;
+      // The values are the stream's next draws (h = 0 or w = 0: an empty box, none).
+      return h > 0 && w > 0 ? EraseDraw{top, left, h, w, rng.position()} : EraseDraw{};
     }
   }
+  return {};
 }
 
-void transform_sample(ImageSource& src, const ImageTransformOptions& o, bool training, SampleRandom& rng, float* out) {
+EraseDraw transform_sample(ImageSource& src, const ImageTransformOptions& o, bool training, SampleRandom& rng,
+                           uint8_t* out) {
   const int64_t S = o.image_size;
   Image x;
   if (training && o.random_resized_crop) {
@@ -166,13 +162,14 @@ void transform_sample(ImageSource& src, const ImageTransformOptions& o, bool tra
     if (o.hflip && rng.bernoulli(0.5f)) hflip(x);
     if (o.rand_augment) rand_augment(x, o.rand_augment_config, rng);
   }
-  to_normalised_chw(x, o.mean, o.std, out);
-  if (training) random_erase(out, x.channels, S, S, o.random_erasing, rng);
+  to_chw(x, out);
+  return training ? draw_random_erase(S, S, o.random_erasing, rng) : EraseDraw{};
 }
 
-void transform_sample(const Image& im, const ImageTransformOptions& o, bool training, SampleRandom& rng, float* out) {
+EraseDraw transform_sample(const Image& im, const ImageTransformOptions& o, bool training, SampleRandom& rng,
+                           uint8_t* out) {
   ImageSource src(im);
-  transform_sample(src, o, training, rng, out);
+  return transform_sample(src, o, training, rng, out);
 }
 
 }  // namespace cmha::data

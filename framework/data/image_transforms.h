@@ -2,8 +2,11 @@
 // Per-sample image transforms of DeiT (Touvron et al. 2021), as torchvision
 // and timm define them, and the composed train and eval pipelines.
 //   train: RandomResizedCrop (bicubic) → horizontal flip → RandAugment →
-//          to f32 CHW, normalise → random erasing (per-pixel normal values)
-//   eval:  resize the shorter side (bicubic) → centre crop → normalise
+//          to u8 CHW; random erasing's box drawn
+//   eval:  resize the shorter side (bicubic) → centre crop → to u8 CHW
+// Normalisation, the erasing's per-pixel normal values and mixup/CutMix are
+// the training step's first op on its device (backend/image.h, data/image_prepare.h),
+// from the draws made here on the sample's stream.
 // Resampling is antialiased and separable (data/image_resample.h). A JPEG is
 // decoded only where the crop reads it, at the smallest DCT scale that still
 // covers the output (data/image_source.h): the crop box is drawn from the
@@ -36,14 +39,21 @@ struct CropBox {
 CropBox random_resized_crop_box(int64_t height, int64_t width, float scale_lo, float scale_hi, float ratio_lo,
                                 float ratio_hi, SampleRandom& rng);
 
-// uint8 HWC → f32 CHW written to `out` ([C, H, W]): (x / 255 - mean[c]) / std[c].
-void to_normalised_chw(const Image& im, const std::vector<float>& mean, const std::vector<float>& std, float* out);
+// uint8 HWC → uint8 CHW written to `out` ([C, H, W]).
+void to_chw(const Image& im, uint8_t* out);
 
+// One sample's random erasing as drawn: rows [top, top + height), columns
+// [left, left + width); height = 0: not erased. The box's standard normal
+// values (per pixel and channel) are the sample stream's draws from word
+// first_word on (backend/image.h): the device draws them, the host only skips them.
+struct EraseDraw {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+  uint64_t first_word = 0;
+};
 // timm RandomErasing (mode 'pixel', one box): with probability `prob`, up
 // to 10 tries at an area fraction in [0.02, 1/3] and a log-uniform aspect in
-// [0.3, 1/0.3]; the first box that fits is filled with standard normal values
-// (per pixel and channel). `chw` is [C, H, W], already normalised.
-void random_erase(float* chw, int64_t C, int64_t H, int64_t W, float prob, SampleRandom& rng);
+// [0.3, 1/0.3]; the first box that fits is erased.
+EraseDraw draw_random_erase(int64_t H, int64_t W, float prob, SampleRandom& rng);
 
 struct ImageTransformOptions {
   int64_t image_size = 224;                 // output side
@@ -61,10 +71,11 @@ struct ImageTransformOptions {
 };
 
 // One sample through the train (training = true) or eval pipeline, into
-// `out` [C, image_size, image_size] f32, C = the image's channels.
-void transform_sample(ImageSource& src, const ImageTransformOptions& options, bool training, SampleRandom& rng,
-                      float* out);
-void transform_sample(const Image& im, const ImageTransformOptions& options, bool training, SampleRandom& rng,
-                      float* out);
+// `out` [C, image_size, image_size] u8, C = the image's channels; returns
+// its random erasing (none in evaluation).
+EraseDraw transform_sample(ImageSource& src, const ImageTransformOptions& options, bool training, SampleRandom& rng,
+                           uint8_t* out);
+EraseDraw transform_sample(const Image& im, const ImageTransformOptions& options, bool training, SampleRandom& rng,
+                           uint8_t* out);
 
 }  // namespace cmha::data

@@ -35,33 +35,6 @@ MixDecision draw_mix(const MixupOptions& o, int64_t H, int64_t W, SampleRandom& 
   return cutmix_box(lambda, H, W, cy, cx);
 }
 
-void mix_images(Tensor& images, const MixDecision& m) {
-  CMHA_CHECK(images.dim() == 4 && images.is_contiguous() && images.dtype() == DType::f32,
-             "mix_images: expects contiguous f32 [B, C, H, W], got " + images.describe());
-  if (m.lambda >= 1.0f && !m.cutmix) return;
-  const int64_t B = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
-  const int64_t per = C * H * W;
-  float* x = images.data<float>();
-  // Pairs (b, B-1-b) mix with each other, both updated at once (no copy of
-  // the batch); an odd batch's middle sample pairs with itself and stays.
-  for (int64_t b = 0; b < B / 2; ++b) {
-    float* p = x + b * per;
-    float* q = x + (B - 1 - b) * per;
-    if (m.cutmix) {
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t y = m.y0; y < m.y1; ++y)
-          std::swap_ranges(p + (c * H + y) * W + m.x0, p + (c * H + y) * W + m.x1, q + (c * H + y) * W + m.x0);
-    } else {
-      const float l = m.lambda, r = 1.0f - m.lambda;
-      for (int64_t i = 0; i < per; ++i) {
-        const float a = p[i], z = q[i];
-        p[i] = a * l + z * r;
-        q[i] = z * l + a * r;
-      }
-    }
-  }
-}
-
 Tensor mixed_targets(const std::vector<int64_t>& labels, int64_t num_classes, float lambda, float smoothing) {
   const auto B = static_cast<int64_t>(labels.size());
   const float off = smoothing / static_cast<float>(num_classes), on = 1.0f - smoothing + off;

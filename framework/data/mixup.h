@@ -33,8 +33,8 @@ MixDecision draw_mix(const MixupOptions& options, int64_t height, int64_t width,
 // timm's rand_bbox with the lambda correction, for a given lambda and centre.
 MixDecision cutmix_box(float lambda, int64_t height, int64_t width, int64_t cy, int64_t cx);
 
-// Mixes images [B, C, H, W] (f32, contiguous) in place.
-void mix_images(Tensor& images, const MixDecision& mix);
+// The pixels are mixed on the training device (backend/image.h's image.prepare,
+// data/image_prepare.h); the loader draws the decision and the soft targets here.
 // Soft targets [B, num_classes]: lambda · smooth(y_b) + (1 - lambda) · smooth(y_{B-1-b}),
 // smooth(y) = one-hot · (1 - s) + s / num_classes.
 Tensor mixed_targets(const std::vector<int64_t>& labels, int64_t num_classes, float lambda, float smoothing);

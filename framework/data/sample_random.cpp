@@ -1,5 +1,7 @@
 #include "data/sample_random.h"
 
+#include "tensor/philox.h"
+
 namespace cmha::data {
 
 namespace {
@@ -39,10 +41,14 @@ int64_t SampleRandom::integer(int64_t lo, int64_t hi_exclusive) {
 }
 
 float SampleRandom::normal() {
-  // Box-Muller; u1 in (0, 1] keeps the log finite.
-  const double u1 = 1.0 - uniform(), u2 = uniform();
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  // The shared Box-Muller (tensor/philox.h), which the image kernels also draw with.
+  const uint32_t a = next_u32(), b = next_u32();
+  return philox_box_muller(a, b);
 }
+
+uint64_t SampleRandom::position() const { return block_ * 4 - 4 + static_cast<uint64_t>(used_); }
+
+std::array<uint32_t, 2> SampleRandom::key() const { return key_; }
 
 double SampleRandom::gamma(double shape) {
   if (shape < 1) {

@@ -23,6 +23,13 @@ class SampleRandom {
   double gamma(double shape);                       // Gamma(shape, 1), Marsaglia-Tsang
   double beta(double a, double b);                  // Beta(a, b) from two gammas
 
+  // Words drawn so far: the next draw starts at word position() of the
+  // stream (tensor/philox.h's philox_stream_word(position(), domain, stream, key)).
+  uint64_t position() const;
+  std::array<uint32_t, 2> key() const;
+  uint32_t domain() const { return domain_; }
+  uint64_t stream() const { return stream_; }
+
  private:
   uint32_t next_u32();
   std::array<uint32_t, 2> key_;

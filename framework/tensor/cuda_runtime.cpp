@@ -244,6 +244,19 @@ bool cuda_host_pinned(const void* p) {
   return pinned_block_of(pool, p) != nullptr;
 }
 
+void cuda_host_await_reads(const void* p) {
+  std::vector<cudaEvent_t> events;
+  {
+    PinnedPool& pool = pinned_pool();
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    const PinnedBlock* b = pinned_block_of(pool, p);
+    if (!b) return;
+    for (const auto& read : b->reads.all()) events.push_back(read.event);
+  }
+  // A block's events live as long as the block, which its owner keeps.
+  for (cudaEvent_t e : events) check(cudaEventSynchronize(e), "cudaEventSynchronize", "waiting for a pinned block's copies");
+}
+
 void cuda_check(int status, const char* call, const std::string& what) {
   check(static_cast<cudaError_t>(status), call, what);
 }

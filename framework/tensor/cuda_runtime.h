@@ -80,6 +80,10 @@ void* cuda_host_alloc(size_t nbytes);
 void cuda_host_free(void* p);
 // True when p points into a live block of cuda_host_alloc.
 bool cuda_host_pinned(const void* p);
+// Waits until every copy queued so far that reads the live pinned block
+// holding p has finished: an owner that refills its block itself (the image
+// loader's batch buffers, data/batch_buffer_pool.h) calls it before writing.
+void cuda_host_await_reads(const void* p);
 
 struct CudaMemoryStats {
   size_t reserved_bytes = 0;       // held by the pool (used or cached)

@@ -14,6 +14,7 @@ size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::b8: return 1;
+    case DType::u8: return 1;
   }
   return 0;
 }
@@ -26,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::b8: return "b8";
+    case DType::u8: return "u8";
   }
   return "?";
 }

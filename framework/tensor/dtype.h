@@ -6,8 +6,9 @@
 
 namespace cmha {
 
-// Element types. b8 is a byte-wide boolean used for masks.
-enum class DType : uint8_t { f32, bf16, f16, i32, i64, b8 };
+// Element types. b8 is a byte-wide boolean used for masks; u8 holds the
+// pixels of image batches as the loader delivers them (data/image_loader.h).
+enum class DType : uint8_t { f32, bf16, f16, i32, i64, b8, u8 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "bf16", ...
@@ -64,5 +65,6 @@ template <> constexpr DType dtype_of<f16>() { return DType::f16; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 
 }  // namespace cmha

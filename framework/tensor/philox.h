@@ -3,6 +3,7 @@
 // 2, 3"), the one generator of cmha, as a function that the CPU and the CUDA
 // kernels share (tensor/rng.h wraps it for host code). Every device draws the
 // same bits for a (counter, key).
+#include <cmath>
 #include <cstdint>
 
 #include "tensor/host_device.h"
@@ -40,5 +41,23 @@ CMHA_HOST_DEVICE PhiloxWords philox_counter(uint64_t c, uint32_t k0, uint32_t k1
 
 // Uniform in [0, 1) with 24 random bits.
 CMHA_HOST_DEVICE float philox_unit(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+
+// Word w of a sample's stream (data/sample_random.h): word w % 4 of counter
+// (w / 4 as 32 bits, domain, stream low, stream high) with key (k0, k1). A
+// kernel that must draw what a host stream would draw from its w-th word on
+// (the loader's random erasing, backend/image.h) reads it from here.
+CMHA_HOST_DEVICE uint32_t philox_stream_word(uint64_t w, uint32_t domain, uint64_t stream, uint32_t k0, uint32_t k1) {
+  const PhiloxWords r = philox4x32_10(static_cast<uint32_t>(w / 4), domain, static_cast<uint32_t>(stream),
+                                      static_cast<uint32_t>(stream >> 32), k0, k1);
+  return r.w[w % 4];
+}
+
+// A standard normal value from two words (Box-Muller, in double): u1 = 1 -
+// unit(a) in (0, 1] keeps the log finite, u2 = unit(b).
+CMHA_HOST_DEVICE float philox_box_muller(uint32_t a, uint32_t b) {
+  const double u1 = 1.0 - static_cast<double>(philox_unit(a)), u2 = philox_unit(b);
+  // ::, not cmha:: (autograd/ops.h has Tensor log, cos, sqrt).
+  return static_cast<float>(::sqrt(-2.0 * ::log(u1)) * ::cos(6.283185307179586476925286766559 * u2));
+}
 
 }  // namespace cmha

@@ -26,6 +26,7 @@ const char* st_dtype_name(DType t) {
     case DType::i32: return "I32";
     case DType::i64: return "I64";
     case DType::b8: return "BOOL";
+    case DType::u8: return "U8";
   }
   return "?";
 }
@@ -33,7 +34,8 @@ const char* st_dtype_name(DType t) {
 bool st_dtype_from_name(const std::string& s, DType& out) {
   static const std::pair<const char*, DType> table[] = {{"F32", DType::f32}, {"BF16", DType::bf16},
                                                         {"F16", DType::f16}, {"I32", DType::i32},
-                                                        {"I64", DType::i64}, {"BOOL", DType::b8}};
+                                                        {"I64", DType::i64}, {"BOOL", DType::b8},
+                                                        {"U8", DType::u8}};
   for (auto& [name, dt] : table)
     if (s == name) {
       out = dt;

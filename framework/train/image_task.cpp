@@ -8,6 +8,7 @@
 #include "run/device.h"
 #include "run/model_config.h"
 #include "run/run_dir.h"
+#include "data/image_prepare.h"
 #include "train/image_pipeline.h"
 
 namespace cmha::train {
@@ -21,7 +22,7 @@ eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, dat
   loader.start_epoch(0);
   data::ImageBatch b;
   const Device device = model.parameters().front().device();
-  while (loader.next(b)) meter.add(model.forward(b.images.to(device)), b.labels);  // logits [B, classes]
+  while (loader.next(b)) meter.add(model.forward(data::model_input(b, device)), b.labels);  // logits [B, classes]
   return meter.scores();
 }
 
@@ -54,8 +55,10 @@ ImageClassificationTask::BatchAhead ImageClassificationTask::take_training_batch
   BatchAhead b;
   b.loader_state = train_->state();
   CMHA_CHECK(train_->next(b.host), "image task: the epoch has no batch left (the trainer asked past its end)");
-  // From the loader's page-locked memory on a GPU: the copies do not wait.
+  // From the loader's page-locked buffer on a GPU: the copies do not wait.
+  // The u8 pixels travel (a quarter of f32's bytes); the step makes them f32.
   b.images = b.host.images.to(device_);
+  if (b.host.erase.defined()) b.erase = b.host.erase.to(device_);
   if (b.host.targets.defined()) b.targets = b.host.targets.pinned().to(device_);
   else b.labels = b.host.labels.pinned().to(device_);
   return b;
@@ -67,7 +70,9 @@ BatchLoss ImageClassificationTask::next_batch_loss() {
   ahead_.reset();
   if (was_ahead) await_copies_ahead(device_);
   model_->train();
-  Tensor logits = model_->forward(b.images);  // [B, C, S, S] -> [B, classes]
+  // The step's first op: normalise, erase and mix on the training device.
+  const Tensor images = data::prepare_images(b.images, b.erase, b.host.prepare);  // [B, C, S, S] u8 -> f32
+  Tensor logits = model_->forward(images);  // [B, C, S, S] -> [B, classes]
   BatchLoss out;
   // Mixed batches carry soft targets with the smoothing in them already.
   out.loss_sum = b.targets.defined() ? soft_cross_entropy(logits, b.targets, 0.0f, Reduction::sum)

@@ -52,7 +52,7 @@ class ImageClassificationTask : public Task {
   struct BatchAhead {
     nlohmann::json loader_state;
     data::ImageBatch host;
-    Tensor images, targets, labels;  // on device_
+    Tensor images, erase, targets, labels;  // on device_ (images: u8 [B, C, S, S], erase: [B, kEraseFields] i64)
   };
   std::optional<BatchAhead> ahead_;
   BatchAhead take_training_batch();

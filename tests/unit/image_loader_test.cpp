@@ -9,6 +9,7 @@
 
 #include "data/idx.h"
 #include "data/image_loader.h"
+#include "data/image_prepare.h"
 #include "support/check.h"
 
 namespace cmha::data {
@@ -57,20 +58,34 @@ ImageLoaderOptions train_options(int workers) {
   return o;
 }
 
-std::vector<ImageBatch> whole_epoch(ImageLoader& loader, int64_t epoch) {
+// A batch kept past the next one: its tensors copied out of the loader's
+// buffers, and the model input it makes (prepared on the CPU).
+struct KeptBatch {
+  ImageBatch batch;
+  Tensor input;  // [B, C, S, S] f32
+};
+KeptBatch keep(const ImageBatch& b) {
+  KeptBatch k{b, model_input(b, Device::cpu())};
+  k.batch.images = b.images.clone();
+  if (b.erase.defined()) k.batch.erase = b.erase.clone();
+  return k;
+}
+
+std::vector<KeptBatch> whole_epoch(ImageLoader& loader, int64_t epoch) {
   loader.start_epoch(epoch);
-  std::vector<ImageBatch> out;
+  std::vector<KeptBatch> out;
   ImageBatch b;
-  while (loader.next(b)) out.push_back(b);
+  while (loader.next(b)) out.push_back(keep(b));
   return out;
 }
 
-void expect_same(const std::vector<ImageBatch>& a, const std::vector<ImageBatch>& b) {
+void expect_same(const std::vector<KeptBatch>& a, const std::vector<KeptBatch>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].indices, b[i].indices) << "batch " << i;
-    EXPECT_EQ(a[i].images.to_float_vector(), b[i].images.to_float_vector()) << "batch " << i;
-    EXPECT_EQ(a[i].targets.to_float_vector(), b[i].targets.to_float_vector()) << "batch " << i;
+    EXPECT_EQ(a[i].batch.indices, b[i].batch.indices) << "batch " << i;
+    EXPECT_EQ(a[i].batch.images.to_float_vector(), b[i].batch.images.to_float_vector()) << "batch " << i;
+    EXPECT_EQ(a[i].input.to_float_vector(), b[i].input.to_float_vector()) << "batch " << i;
+    EXPECT_EQ(a[i].batch.targets.to_float_vector(), b[i].batch.targets.to_float_vector()) << "batch " << i;
   }
 }
 
@@ -134,16 +149,18 @@ TEST(ImageLoader, BatchesAreTheSameForAnyWorkerCount) {
   ImageLoader serial(ds, train_options(0), 7), one(ds, train_options(1), 7), three(ds, train_options(3), 7);
   const auto a = whole_epoch(serial, 2);
   ASSERT_EQ(a.size(), 4u);  // 13 samples in batches of 4
-  EXPECT_EQ(a.back().images.size(0), 1);
-  EXPECT_EQ(a[0].images.shape(), (Shape{4, 3, 8, 8}));
-  EXPECT_EQ(a[0].targets.shape(), (Shape{4, 3}));
+  EXPECT_EQ(a.back().batch.images.size(0), 1);
+  EXPECT_EQ(a[0].batch.images.shape(), (Shape{4, 3, 8, 8}));
+  EXPECT_EQ(a[0].batch.images.dtype(), DType::u8);
+  EXPECT_EQ(a[0].input.dtype(), DType::f32);
+  EXPECT_EQ(a[0].batch.targets.shape(), (Shape{4, 3}));
   expect_same(a, whole_epoch(one, 2));
   expect_same(a, whole_epoch(three, 2));
   // Another epoch is another order and other augmentations.
   const auto b = whole_epoch(serial, 3);
-  EXPECT_NE(a[0].images.to_float_vector(), b[0].images.to_float_vector());
+  EXPECT_NE(a[0].batch.images.to_float_vector(), b[0].batch.images.to_float_vector());
   std::multiset<int64_t> seen;
-  for (const auto& batch : b) seen.insert(batch.indices.begin(), batch.indices.end());
+  for (const auto& kept : b) seen.insert(kept.batch.indices.begin(), kept.batch.indices.end());
   EXPECT_EQ(seen.size(), 13u);
   EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 13u);  // a permutation
 }
@@ -161,8 +178,8 @@ TEST(ImageLoader, RanksGetEqualBatchCountsAndRepeatsSpreadAcrossRanks) {
     const auto batches = whole_epoch(loader, 0);
     EXPECT_EQ(static_cast<int64_t>(batches.size()), loader.batches_per_epoch());
     EXPECT_EQ(batches.size(), 1u);
-    EXPECT_FALSE(batches[0].targets.defined());  // no mixup: smoothing is the loss's
-    all.insert(batches[0].indices.begin(), batches[0].indices.end());
+    EXPECT_FALSE(batches[0].batch.targets.defined());  // no mixup: smoothing is the loss's
+    all.insert(batches[0].batch.indices.begin(), batches[0].batch.indices.end());
   }
   EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), 7u);  // every image, 2 twice
   // Repeated augmentation over 3 ranks: each image's 3 copies go to the 3 ranks,
@@ -173,7 +190,7 @@ TEST(ImageLoader, RanksGetEqualBatchCountsAndRepeatsSpreadAcrossRanks) {
   std::vector<ImageBatch> per_rank;
   for (int rank = 0; rank < 3; ++rank) {
     ImageLoader loader(ds, o, 5, rank, 3);
-    per_rank.push_back(whole_epoch(loader, 0)[0]);
+    per_rank.push_back(whole_epoch(loader, 0)[0].batch);
   }
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(per_rank[0].indices[i], per_rank[1].indices[i]);
@@ -198,13 +215,13 @@ TEST(ImageLoader, StateRestoresTheNextBatch) {
   EXPECT_EQ(state.at("batch"), 1);
   ImageLoader resumed(ds, train_options(1), 3);
   resumed.restore(state);
-  std::vector<ImageBatch> rest;
+  std::vector<KeptBatch> rest;
   while (resumed.has_next()) {
     ASSERT_TRUE(resumed.next(b));
-    rest.push_back(b);
+    rest.push_back(keep(b));
   }
   EXPECT_FALSE(resumed.next(b));
-  expect_same(std::vector<ImageBatch>(full.begin() + 1, full.end()), rest);
+  expect_same(std::vector<KeptBatch>(full.begin() + 1, full.end()), rest);
 }
 
 TEST(ImageLoader, EvalIsInOrderAndUnaugmented) {
@@ -222,13 +239,16 @@ TEST(ImageLoader, EvalIsInOrderAndUnaugmented) {
   ImageLoader loader(ds, o, 1, 1, 2);  // rank 1 of 2: samples 1 and 3
   const auto batches = whole_epoch(loader, 0);
   ASSERT_EQ(batches.size(), 1u);
-  EXPECT_EQ(batches[0].indices, (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(batches[0].labels.to_i64_vector(), (std::vector<int64_t>{0, 1}));
-  std::vector<float> expected(64);
-  to_normalised_chw(center_crop(resize_shorter_side(ds->load(3), 9), 8, 8), o.transform.mean, o.transform.std,
-                    expected.data());
-  const auto got = batches[0].images.to_float_vector();
-  EXPECT_EQ(std::vector<float>(got.begin() + 64, got.end()), expected);
+  EXPECT_EQ(batches[0].batch.indices, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(batches[0].batch.labels.to_i64_vector(), (std::vector<int64_t>{0, 1}));
+  EXPECT_FALSE(batches[0].batch.erase.defined());
+  std::vector<uint8_t> pixels(64);
+  to_chw(center_crop(resize_shorter_side(ds->load(3), 9), 8, 8), pixels.data());
+  const auto got = batches[0].batch.images.to_float_vector(), input = batches[0].input.to_float_vector();
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(got[64 + i], pixels[i]) << i;
+    EXPECT_EQ(input[64 + i], (pixels[i] / 255.0f - 0.5f) * (1.0f / 0.25f)) << i;  // normalised by the step
+  }
 }
 
 TEST(ImageLoader, BadImageIsAnErrorNamingItOrSkippedAndCounted) {
@@ -258,6 +278,62 @@ TEST(ImageLoader, BadImageIsAnErrorNamingItOrSkippedAndCounted) {
   EXPECT_EQ(b.skipped, 1);
   EXPECT_EQ(lenient.bad_images(), 1);
   EXPECT_EQ(lenient.state().at("bad_images"), 1);
+}
+
+TEST(ImageLoader, BatchesAreU8InAFixedPoolOfBuffers) {
+  TempDir dir("loader_pool");
+  write_folder(dir.path, {9, 8});
+  auto ds = std::make_shared<ImageFolderDataset>(dir.path.string(), ColorMode::rgb);
+  for (const int workers : {0, 2}) {
+    ImageLoader loader(ds, train_options(workers), 4);
+    const int capacity = loader.buffers().capacity();
+    EXPECT_EQ(capacity, (workers == 0 ? 1 : 2 * workers) + 2);  // prefetch + batches_held
+    ImageBatch b, ahead;
+    for (int64_t epoch = 0; epoch < 4; ++epoch) {
+      loader.start_epoch(epoch);
+      // As the trainer holds them: the batch it trains on and the one it sent ahead.
+      while (loader.next(b)) {
+        EXPECT_EQ(b.images.dtype(), DType::u8);
+        EXPECT_EQ(b.images.size(1), 3);
+        EXPECT_EQ(b.images.size(2), 8);
+        EXPECT_EQ(b.erase.dtype(), DType::i64);
+        EXPECT_EQ(b.erase.shape(), (Shape{b.images.size(0), backend::kEraseFields}));
+        EXPECT_EQ(b.images.nbytes(), static_cast<size_t>(b.images.size(0)) * 3 * 8 * 8);  // a quarter of f32's
+        std::swap(b, ahead);
+      }
+      // One block per buffer, made when it was first used (17 samples: 5 batches an epoch).
+      EXPECT_LE(loader.buffers().allocations(), capacity) << "workers " << workers << ", epoch " << epoch;
+    }
+    const int64_t made = loader.buffers().allocations();
+    loader.start_epoch(9);
+    while (loader.next(b)) std::swap(b, ahead);
+    EXPECT_EQ(loader.buffers().allocations(), made) << "nothing allocated after the warm-up";
+  }
+}
+
+TEST(ImageLoader, KeepingMoreBatchesThanHeldIsAnError) {
+  TempDir dir("loader_held");
+  write_folder(dir.path, {20, 20});  // 10 batches: more than any pool here
+  auto ds = std::make_shared<ImageFolderDataset>(dir.path.string(), ColorMode::rgb);
+  for (const int workers : {0, 1, 2}) {
+    ImageLoader loader(ds, train_options(workers), 4);
+    loader.start_epoch(0);
+    std::vector<ImageBatch> kept;  // their tensors view the loader's buffers
+    ImageBatch b;
+    const std::string msg = test::error_of([&] {
+      while (loader.next(b)) kept.push_back(b);
+    });
+    EXPECT_EQ(msg, "image loader: every one of its " + std::to_string(loader.buffers().capacity()) +
+                       " batch buffers is held by batches still alive: keep at most 2 batches at once "
+                       "(ImageLoaderOptions::batches_held), or clone() what you keep")
+        << "workers " << workers;
+    // Letting them go resumes the epoch where it stopped.
+    const int64_t at = loader.batch_index();
+    kept.clear();
+    b = ImageBatch{};
+    EXPECT_TRUE(loader.next(b)) << "workers " << workers;
+    EXPECT_EQ(loader.batch_index(), at + 1);
+  }
 }
 
 }  // namespace

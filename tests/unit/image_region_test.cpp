@@ -143,14 +143,12 @@ TEST(JpegRegion, ALoaderSkipsAJpegCutInItsPixels) {
   std::filesystem::remove_all(root);
 }
 
-// Output pixels for mean 0 and std 1/255: the transform's f32 output is the uint8 image.
+// The transform's u8 output, no flips.
 ImageTransformOptions plain(int64_t S, bool random_crop) {
   ImageTransformOptions o;
   o.image_size = S;
   o.random_resized_crop = random_crop;
   o.hflip = false;
-  o.mean = {0, 0, 0};
-  o.std = {1.0f / 255, 1.0f / 255, 1.0f / 255};
   return o;
 }
 
@@ -174,12 +172,14 @@ TEST(ImageTransforms, CropBoxesAreDrawnAsBefore) {
   o.hflip = true;
   o.random_erasing = 0.5f;
   for (uint64_t s = 0; s < 20; ++s) {
-    std::vector<float> a(3 * 56 * 56), b(a.size());
+    std::vector<uint8_t> a(3 * 56 * 56), b(a.size());
     SampleRandom r1(5, 1, s), r2(5, 1, s);
     ImageSource src(jpg, ColorMode::rgb, "mem.jpg");
-    transform_sample(src, o, true, r1, a.data());
-    transform_sample(decoded, o, true, r2, b.data());
+    const EraseDraw ea = transform_sample(src, o, true, r1, a.data());
+    const EraseDraw eb = transform_sample(decoded, o, true, r2, b.data());
     EXPECT_EQ(a, b) << s;
+    EXPECT_EQ((std::array<int64_t, 5>{ea.top, ea.left, ea.height, ea.width, static_cast<int64_t>(ea.first_word)}),
+              (std::array<int64_t, 5>{eb.top, eb.left, eb.height, eb.width, static_cast<int64_t>(eb.first_word)}));
     EXPECT_EQ(r1.uniform(), r2.uniform()) << s;
   }
 }
@@ -204,14 +204,14 @@ TEST(ImageTransforms, ReducedScaleCropsStayCloseToTheFullDecode) {
     int reduced = 0;
     const ImageTransformOptions o = plain(224, training);
     for (uint64_t s = 0; s < (training ? 200u : 8u); ++s) {
-      std::vector<float> a(3 * 224 * 224), b(a.size());
+      std::vector<uint8_t> a(3 * 224 * 224), b(a.size());
       SampleRandom r1(3, 0, s), r2(3, 0, s);
       ImageSource src(jpgs[s % 8], ColorMode::rgb, "mem.jpg");
       transform_sample(src, o, training, r1, a.data());
       transform_sample(decoded[s % 8], o, training, r2, b.data());
       if (a != b) ++reduced;
       for (size_t i = 0; i < a.size(); ++i) {
-        const int e = static_cast<int>(std::lround(std::abs(a[i] - b[i])));
+        const int e = std::abs(static_cast<int>(a[i]) - static_cast<int>(b[i]));
         ++histogram[std::min(e, 255)], total += e, ++n;
       }
     }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "data/image_prepare.h"
 #include "data/image_transforms.h"
 #include "data/rand_augment.h"
 #include "support/check.h"
@@ -56,9 +57,13 @@ TEST_F(ImageTransformsFixture, CropFlipAndNormaliseAreExact) {
   Image flipped = in;
   hflip(flipped);
   EXPECT_EQ(max_diff(flipped, fx("hflip.rgb")), 0);
-  Tensor out = Tensor::empty({3, in.height, in.width});
-  to_normalised_chw(in, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, out.data<float>());
-  EXPECT_TRUE(test::all_close(out, test::fixture_tensor(*file_, "normalize.rgb"), 1e-5f, 1e-5f));
+  // Normalised by the step's first op (data/image_prepare.h) from the u8 CHW pixels.
+  Tensor pixels = Tensor::empty({1, 3, in.height, in.width}, DType::u8);
+  to_chw(in, pixels.data<uint8_t>());
+  const Tensor out = prepare_images(pixels, Tensor(), normalisation_params({0.485f, 0.456f, 0.406f},
+                                                                           {0.229f, 0.224f, 0.225f}, 3));
+  EXPECT_TRUE(test::all_close(out.reshape({3, in.height, in.width}), test::fixture_tensor(*file_, "normalize.rgb"),
+                              1e-5f, 1e-5f));
 }
 
 TEST_F(ImageTransformsFixture, PixelOpsMatchTorchvision) {
@@ -151,15 +156,20 @@ TEST(ImageTransforms, RandomResizedCropBoxesStayInsideAndInRange) {
 }
 
 TEST(ImageTransforms, RandomErasingFillsOneBoxWithNormalValues) {
+  // The box drawn on the host, its values drawn by the step's op (data/image_prepare.h).
   const int64_t C = 3, H = 16, W = 16;
   int erased_images = 0;
   for (uint64_t s = 0; s < 40; ++s) {
-    std::vector<float> x(C * H * W, 100.0f);
     SampleRandom rng(1, 0, s);
-    random_erase(x.data(), C, H, W, 0.5f, rng);
+    const EraseDraw e = draw_random_erase(H, W, 0.5f, rng);
+    const Tensor rows = Tensor::from_vector_i64({e.top, e.left, e.height, e.width, static_cast<int64_t>(s),
+                                                 static_cast<int64_t>(e.first_word)}, {1, 6});
+    backend::ImagePrepareParams p = normalisation_params({0, 0, 0}, {1, 1, 1}, C);
+    p.key[0] = rng.key()[0], p.key[1] = rng.key()[1], p.domain = rng.domain();
+    const Tensor x = prepare_images(Tensor::full({1, C, H, W}, 255, DType::u8), rows, p);  // 1.0 where not erased
     int64_t changed = 0;
-    for (float v : x)
-      if (v != 100.0f) {
+    for (float v : x.to_float_vector())
+      if (v != 1.0f) {
         ++changed;
         EXPECT_LT(std::abs(v), 10.0f);  // standard normal values
       }
@@ -180,7 +190,7 @@ TEST(ImageTransforms, TrainSampleIsDeterministicPerStream) {
   o.rand_augment = true;
   o.rand_augment_config = parse_rand_augment("rand-m9-mstd0.5-inc1");
   o.random_erasing = 0.25f;
-  std::vector<float> a(3 * 16 * 16), b(a.size()), c(a.size());
+  std::vector<uint8_t> a(3 * 16 * 16), b(a.size()), c(a.size());
   SampleRandom r1(9, 2, 5), r2(9, 2, 5), r3(9, 2, 6);
   transform_sample(im, o, true, r1, a.data());
   transform_sample(im, o, true, r2, b.data());
@@ -189,9 +199,10 @@ TEST(ImageTransforms, TrainSampleIsDeterministicPerStream) {
   EXPECT_NE(a, c);
   // Eval: resize the shorter side to eval_resize then centre-crop, no randomness.
   o.eval_resize = 20;
-  std::vector<float> e(a.size()), expected(a.size());
-  transform_sample(im, o, false, r1, e.data());
-  to_normalised_chw(center_crop(resize_shorter_side(im, 20), 16, 16), o.mean, o.std, expected.data());
+  std::vector<uint8_t> e(a.size()), expected(a.size());
+  const EraseDraw none = transform_sample(im, o, false, r1, e.data());
+  EXPECT_EQ(none.height, 0);  // evaluation never erases
+  to_chw(center_crop(resize_shorter_side(im, 20), 16, 16), expected.data());
   EXPECT_EQ(e, expected);
 }
 

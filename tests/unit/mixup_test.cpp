@@ -1,6 +1,7 @@
-// Batch mixup / CutMix: boxes, lambda correction, mixed pixels and soft targets by hand.
+// Batch mixup / CutMix: boxes, lambda correction, mixed pixels (the step's op) and soft targets by hand.
 #include <gtest/gtest.h>
 
+#include "data/image_prepare.h"
 #include "data/mixup.h"
 #include "support/check.h"
 
@@ -19,21 +20,25 @@ TEST(Mixup, CutmixBoxIsClippedAndLambdaCorrected) {
 }
 
 TEST(Mixup, MixesEachSampleWithItsMirror) {
-  Tensor x = Tensor::from_vector({1, 1, 1, 1, 2, 2, 2, 2, 6, 6, 6, 6}, {3, 1, 2, 2});
-  Tensor mixed = x.clone();
+  // Mixed by the step's op (data/image_prepare.h) after normalising x / 255: 0.2, 0.4 and 1.0.
+  Tensor x = Tensor::from_vector({51, 51, 51, 51, 102, 102, 102, 102, 255, 255, 255, 255}, {3, 1, 2, 2}).to(DType::u8);
+  const backend::ImagePrepareParams plain = normalisation_params({0}, {1}, 1);
+  auto mixed = [&](const MixDecision& m) {
+    backend::ImagePrepareParams p = plain;
+    set_mix(p, m);
+    return prepare_images(x, Tensor(), p);
+  };
   MixDecision m;
-  m.lambda = 0.25f;
-  mix_images(mixed, m);  // sample b ← 0.25·x_b + 0.75·x_{2-b}
+  m.lambda = 0.25f;  // sample b ← 0.25·x_b + 0.75·x_{2-b}; the middle one stays
   EXPECT_TRUE(test::all_close(
-      mixed, Tensor::from_vector({4.75f, 4.75f, 4.75f, 4.75f, 2, 2, 2, 2, 2.25f, 2.25f, 2.25f, 2.25f}, {3, 1, 2, 2})));
-  Tensor cut = x.clone();
-  mix_images(cut, cutmix_box(0.75f, 2, 2, 1, 1));  // side 1 → box rows [1, 1): empty, zero area
-  EXPECT_TRUE(test::all_close(cut, x));
+      mixed(m), Tensor::from_vector({0.8f, 0.8f, 0.8f, 0.8f, 0.4f, 0.4f, 0.4f, 0.4f, 0.4f, 0.4f, 0.4f, 0.4f}, {3, 1, 2, 2})));
+  const Tensor unmixed = prepare_images(x, Tensor(), plain);
+  // side 1 → box rows [1, 1): empty, zero area
+  EXPECT_EQ(mixed(cutmix_box(0.75f, 2, 2, 1, 1)).to_float_vector(), unmixed.to_float_vector());
   MixDecision box;
   box.cutmix = true, box.y0 = 0, box.y1 = 1, box.x0 = 1, box.x1 = 2;  // the top-right pixel
-  mix_images(cut, box);
-  EXPECT_TRUE(
-      test::all_close(cut, Tensor::from_vector({1, 6, 1, 1, 2, 2, 2, 2, 6, 1, 6, 6}, {3, 1, 2, 2})));
+  EXPECT_TRUE(test::all_close(mixed(box), Tensor::from_vector({0.2f, 1, 0.2f, 0.2f, 0.4f, 0.4f, 0.4f, 0.4f, 1, 0.2f, 1, 1},
+                                                              {3, 1, 2, 2})));
 }
 
 TEST(Mixup, SoftTargetsAreSmoothedAndMixed) {

@@ -12,6 +12,7 @@ const backend::KernelTable& kernel_table() {
       .dropout = dropout_kernels(),
       .elementwise = elementwise_kernels(),
       .embedding = embedding_kernels(),
+      .image = image_kernels(),
       .index = index_kernels(),
       .layer_norm = layer_norm_kernels(),
       .loss = loss_kernels(),

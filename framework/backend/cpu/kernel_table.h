@@ -14,6 +14,7 @@ backend::CopyKernels copy_kernels();
 backend::DropoutKernels dropout_kernels();
 backend::ElementwiseKernels elementwise_kernels();
 backend::EmbeddingKernels embedding_kernels();
+backend::ImageKernels image_kernels();
 backend::IndexKernels index_kernels();
 backend::LayerNormKernels layer_norm_kernels();
 backend::LossKernels loss_kernels();

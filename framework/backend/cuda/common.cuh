@@ -135,6 +135,7 @@ __device__ __forceinline__ double load_as_double(const void* p, DType dtype, int
     case DType::i32: return static_cast<const int32_t*>(p)[i];
     case DType::i64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
     case DType::b8: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0 : 0.0;
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
   }
   return 0.0;
 }
@@ -146,12 +147,15 @@ __device__ __forceinline__ void store_from_double(void* p, DType dtype, int64_t 
     case DType::i32: static_cast<int32_t*>(p)[i] = double_to_i32_x86(v); return;
     case DType::i64: static_cast<int64_t*>(p)[i] = double_to_i64_x86(v); return;
     case DType::b8: static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; return;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(double_to_i32_x86(v)); return;  // x86's low byte
   }
 }
 
 // Calls f(T{}) with T the type that stores one element of `dtype` on the
 // device (bf16 and f16 as cmha::bf16/f16, b8 as uint8_t), so that a host
-// entry can launch a kernel templated on its element types.
+// entry can launch a kernel templated on its element types. u8 (image
+// batches, which reach the GPU by transfer and leave image.prepare as f32)
+// has no element kernels here: an error naming the dtype.
 template <typename F>
 void dispatch_element_type(DType dtype, F&& f) {
   switch (dtype) {
@@ -161,6 +165,7 @@ void dispatch_element_type(DType dtype, F&& f) {
     case DType::i32: return f(int32_t{});
     case DType::i64: return f(int64_t{});
     case DType::b8: return f(uint8_t{});
+    case DType::u8: throw Error("CUDA copy/convert kernels take no u8 tensors (image batches go through image.prepare)");
   }
 }
 

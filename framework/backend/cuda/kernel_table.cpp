@@ -14,6 +14,7 @@ const backend::KernelTable& kernel_table() {
     t.dropout = dropout_kernels();
     t.elementwise = elementwise_kernels();
     t.embedding = embedding_kernels();
+    t.image = image_kernels();
     t.index = index_kernels();
     t.layer_norm = layer_norm_kernels();
     t.loss = loss_kernels();
