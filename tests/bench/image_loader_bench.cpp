@@ -5,6 +5,15 @@
 // and backward of DeiT-Ti and DeiT-B3 (3 blocks of DeiT-B) on a batch, with
 // OpenMP on every core.
 //
+// u8 batches against f32 (issue 30): the loader delivers u8 pixels and the
+// step normalises, erases and mixes them on its device (image.prepare). Each
+// iteration of BM_LoaderU8VsF32 runs one epoch delivering u8 batches and one
+// delivering the f32 batches of before (the same loader, plus the CPU's
+// image.prepare on each batch in the consuming thread: the work the workers
+// did before the move), and reports images per second of CPU time of each
+// (this process, every thread: per core) and their ratio, plus the bytes of
+// one batch either way.
+//
 // Data: 64 synthetic JPEGs (quality 90) of 500×375, ImageNet's most common
 // size, with smooth gradients and noise so that they compress like photos;
 // written once to a temp folder as an ImageFolder of 4 classes.
@@ -41,6 +50,7 @@
 
 #include "autograd/ops.h"
 #include "data/image_loader.h"
+#include "data/image_prepare.h"
 #include "nn/vit.h"
 #include "tensor/rng.h"
 
@@ -117,6 +127,45 @@ void BM_Loader(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kImages);
 }
 
+double cpu_seconds();
+
+// One epoch of `loader` (u8 batches; with_prepare: made f32 on the CPU too);
+// images per CPU-second.
+double epoch_per_cpu_s(ImageLoader& loader, int64_t epoch, bool with_prepare) {
+  const double c0 = cpu_seconds();
+  loader.start_epoch(epoch);
+  ImageBatch b;
+  int64_t n = 0;
+  while (loader.next(b)) {
+    if (with_prepare) benchmark::DoNotOptimize(model_input(b, Device::cpu()).raw_data());  // [B, 3, 224, 224] f32
+    n += b.images.size(0);
+  }
+  return n / (cpu_seconds() - c0);
+}
+
+void BM_LoaderU8VsF32(benchmark::State& state) {
+  const int workers = static_cast<int>(state.range(0));
+  omp_set_num_threads(1);
+  auto ds = std::make_shared<ImageFolderDataset>(dataset_root(), ColorMode::rgb);
+  ImageLoader loader(ds, deit_train_options(workers), 1);
+  const std::string side = "loader, " + std::to_string(workers) + " worker(s), per CPU-s: ";
+  int64_t epoch = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    const double u8 = epoch_per_cpu_s(loader, epoch, false), f32 = epoch_per_cpu_s(loader, epoch, true);
+    ++epoch;
+    state.SetIterationTime(seconds_since(t0));
+    g_images_per_s[side + "u8 batches"].push_back(u8);
+    g_images_per_s[side + "f32 batches (before)"].push_back(f32);
+    g_ratios[side + "u8 / f32"].push_back(u8 / f32);
+  }
+  // The bytes of one batch (and of the erase rows that travel with the u8 one).
+  const double u8_bytes = kBatch * 3.0 * 224 * 224 + kBatch * 8.0 * backend::kEraseFields, f32_bytes = kBatch * 4.0 * 3 * 224 * 224;
+  std::printf("bytes per batch of %d: u8 %.0f (pixels and erase rows), f32 %.0f: %.2fx fewer\n", kBatch, u8_bytes,
+              f32_bytes, f32_bytes / u8_bytes);
+  state.SetItemsProcessed(state.iterations() * 2 * kImages);
+}
+
 void BM_Decode(benchmark::State& state) {
   const std::vector<uint8_t> jpg = encode_jpeg(synthetic_photo(3), 90);
   for (auto _ : state) {
@@ -131,7 +180,7 @@ void BM_Decode(benchmark::State& state) {
 void BM_TrainTransform(benchmark::State& state) {
   const Image im = synthetic_photo(3);
   const ImageTransformOptions t = deit_train_options(0).transform;
-  std::vector<float> out(3 * 224 * 224);
+  std::vector<uint8_t> out(3 * 224 * 224);
   uint64_t stream = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
@@ -267,6 +316,8 @@ void register_all() {
   benchmark::RegisterBenchmark("BM_TrainTransform", BM_TrainTransform)->MinTime(1.0);
   for (int w : {0, 1, 2})
     benchmark::RegisterBenchmark("BM_Loader", BM_Loader)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(2);
+  for (int w : {0, 1, 2})
+    benchmark::RegisterBenchmark("BM_LoaderU8VsF32", BM_LoaderU8VsF32)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(3);
   benchmark::RegisterBenchmark("BM_VitStep/deit_tiny", BM_VitStep, 192, 12, 3, "DeiT-Ti")
       ->Arg(16)->ArgName("batch")->UseManualTime()->Iterations(2);
   benchmark::RegisterBenchmark("BM_VitStep/deit_b3", BM_VitStep, 768, 3, 12, "DeiT-B3")

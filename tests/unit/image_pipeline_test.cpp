@@ -129,13 +129,15 @@ TEST(ImagePipeline, IdxFormatReadsTheIdxKeys) {
   const ImageData d = make_image_data(r);
   EXPECT_EQ(d.train->size(), 2);
   EXPECT_EQ(d.valid->load(1).channels, 1);
-  // With the default keys a training batch is the normalised pixels, as before the loader.
+  // With the default keys a training batch is the pixels, and the model's input their normalised values.
   data::ImageLoader loader(d.train, image_loader_options(r, true), 1);
   loader.start_epoch(0);
   data::ImageBatch b;
   ASSERT_TRUE(loader.next(b));
   EXPECT_EQ(b.images.shape(), (Shape{2, 1, 3, 3}));
-  for (float v : b.images.to_float_vector()) EXPECT_FLOAT_EQ(v, (5.0f / 255.0f - 0.2860f) / 0.3530f);
+  for (float v : b.images.to_float_vector()) EXPECT_EQ(v, 5.0f);
+  for (float v : data::model_input(b, Device::cpu()).to_float_vector())
+    EXPECT_FLOAT_EQ(v, (5.0f / 255.0f - 0.2860f) / 0.3530f);
   fs::remove_all(dir);
 }
 
