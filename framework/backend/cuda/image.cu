@@ -56,7 +56,7 @@ void prepare(const Tensor& images, const Tensor& erase, const Tensor& out, const
              "image.prepare: " + std::to_string(C) + " channels, parameters for " + std::to_string(p.channels));
   const int64_t* pe = nullptr;
   if (erase.defined()) {
-    CMHA_CHECK(erase.shape() == Shape{B, backend::kEraseFields},
+    CMHA_CHECK((erase.shape() == Shape{B, backend::kEraseFields}),
                "image.prepare: erase must be i64 [" + std::to_string(B) + ", " + std::to_string(backend::kEraseFields) +
                    "], got " + erase.describe());
     pe = device_data<int64_t>(erase, "image.prepare");
