@@ -161,8 +161,11 @@ void BM_LoaderU8VsF32(benchmark::State& state) {
   }
   // The bytes of one batch (and of the erase rows that travel with the u8 one).
   const double u8_bytes = kBatch * 3.0 * 224 * 224 + kBatch * 8.0 * backend::kEraseFields, f32_bytes = kBatch * 4.0 * 3 * 224 * 224;
-  std::printf("bytes per batch of %d: u8 %.0f (pixels and erase rows), f32 %.0f: %.2fx fewer\n", kBatch, u8_bytes,
-              f32_bytes, f32_bytes / u8_bytes);
+  static bool printed = false;  // once, not per worker count
+  if (!printed)
+    std::printf("bytes per batch of %d: u8 %.0f (pixels and erase rows), f32 %.0f: %.2fx fewer\n", kBatch, u8_bytes,
+                f32_bytes, f32_bytes / u8_bytes);
+  printed = true;
   state.SetItemsProcessed(state.iterations() * 2 * kImages);
 }
 
