@@ -19,6 +19,7 @@
 #include "train/head_importance.h"
 #include "train/image_pipeline.h"
 #include "train/image_task.h"
+#include "train/progress.h"
 #include "run/model_config.h"
 #include "eval/translator.h"
 
@@ -36,6 +37,17 @@ const char* kHeadsDescription =
     "With --importance instead: each head's importance, the increase of the\n"
     "validation loss when that head alone is masked (Michel et al. 2019): a\n"
     "table, DIR/importance.json and one bar chart per layer, DIR/PLACE.LAYER.png.\n";
+
+// The masking's progress: rewritten in place on a terminal; in a log (stderr not a terminal), a whole line
+// per head with its loss increase.
+void report_masked_head(const train::LayerImportance& l, int64_t h) {
+  if (train::stderr_is_interactive())
+    std::fprintf(stderr, "\rcmha heads: %s.%lld head %lld masked   ", l.place.c_str(), static_cast<long long>(l.layer),
+                 static_cast<long long>(h));
+  else
+    std::fprintf(stderr, "cmha heads: %s.%lld head %lld masked: loss %+.5f\n", l.place.c_str(),
+                 static_cast<long long>(l.layer), static_cast<long long>(h), l.increase.back());
+}
 
 struct ImportanceOptions {
   std::string data, out_dir = "head_importance";
@@ -71,10 +83,7 @@ train::HeadImportance translation_importance(const std::string& path, const run:
     for (size_t i = 0; i < lp.size(); ++i) total -= lp[i], pieces += lengths[i];
     return total / static_cast<double>(pieces);
   };
-  return train::head_importance(translator.model(), loss, [](const train::LayerImportance& l, int64_t h) {
-    std::fprintf(stderr, "\rcmha heads: %s.%lld head %lld masked   ", l.place.c_str(), static_cast<long long>(l.layer),
-                 static_cast<long long>(h));
-  });
+  return train::head_importance(translator.model(), loss, report_masked_head);
 }
 
 // The same for an image classifier: mean cross-entropy over its validation images.
@@ -106,10 +115,7 @@ train::HeadImportance image_importance(const std::string& path, const run::Check
   }
   data::ImageLoader loader(images, options, static_cast<uint64_t>(r.integer("train.seed")));
   auto loss = [&] { return train::evaluate_classifier(model, loader).loss; };
-  return train::head_importance(model, loss, [](const train::LayerImportance& l, int64_t h) {
-    std::fprintf(stderr, "\rcmha heads: %s.%lld head %lld masked   ", l.place.c_str(), static_cast<long long>(l.layer),
-                 static_cast<long long>(h));
-  });
+  return train::head_importance(model, loss, report_masked_head);
 }
 
 int importance_command(const std::string& path, const ImportanceOptions& o) {
@@ -120,7 +126,7 @@ int importance_command(const std::string& path, const ImportanceOptions& o) {
   const train::HeadImportance imp = r.string("train.task") == "translation"
                                         ? translation_importance(path, r, o, &data_name)
                                         : image_importance(path, ckpt, r, o, &data_name);
-  std::fprintf(stderr, "\r%60s\r", "");
+  if (train::stderr_is_interactive()) std::fprintf(stderr, "\r%60s\r", "");
   std::printf("head importance: the loss increase with each head alone masked (Michel et al. 2019)\n");
   std::printf("data: %s; unmasked loss %.5f\n", data_name.c_str(), imp.base_loss);
   std::printf("%-14s %-13s  %s\n", "layer", "type", "head 0, 1, ...: loss increase");

@@ -1,5 +1,6 @@
 #include "train/sweep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -160,13 +161,14 @@ std::string markdown_per_run(const std::vector<GridAxis>& axes, const std::vecto
   return out;
 }
 
-// mean ± sample standard deviation of the values a column has over a point's seeds.
+// mean ± sample standard deviation of the values a column has over a point's seeds; the value alone
+// (an integer as one) where the seeds agree, as counts like "samples" do.
 std::string mean_std(const std::vector<double>& v) {
   if (v.empty()) return "";
+  if (std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); })) return table_number(v.front());
   double mean = 0.0;
   for (const double x : v) mean += x;
   mean /= static_cast<double>(v.size());
-  if (v.size() == 1) return table_number(mean);
   double ss = 0.0;
   for (const double x : v) ss += (x - mean) * (x - mean);
   const double sd = std::sqrt(ss / static_cast<double>(v.size() - 1));

@@ -61,7 +61,7 @@ std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const
 std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows, const std::string& metric);
 // A row per run; with a train.seed axis, a row per combination of the other
 // axes instead: n (the seeds) and each result as mean ± sample standard
-// deviation (the mean alone where n is 1).
+// deviation (the value alone, an integer as one, where n is 1 or the seeds agree).
 std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
                            const std::string& metric);
 

@@ -243,6 +243,9 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
   r = test::run_cmha("heads --importance --no-plot --threads 1 --output-dir " + out + " " + ckpt);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "attention.0")) << r.output;
+  // Not on a terminal: the progress is whole lines, no carriage returns.
+  EXPECT_TRUE(has(r.output, "cmha heads: attention.0 head 1 masked: loss ")) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
   std::ifstream in(out + "/importance.json");
   const nlohmann::json doc = nlohmann::json::parse(in);
   EXPECT_NEAR(doc.at("base_loss").get<double>(), base, 1e-6);

@@ -89,23 +89,23 @@ TEST(SweepSeeds, ReplicatesAreATrainSeedAxisSummarisedAsMeanStdAndN) {
   EXPECT_EQ(points[0].name, "key_dim-64_seed-1");
   EXPECT_EQ(points[1].name, "key_dim-64_seed-2");
   EXPECT_EQ(points[1].overrides, (std::vector<std::string>{"model.attention.key_dim=64", "train.seed=2"}));
-  const std::vector<SweepRow> rows{{points[0], {{"top1", 88.0}, {"loss", 0.25}}},
-                                   {points[1], {{"top1", 86.0}, {"loss", 0.35}}},
-                                   {points[2], {{"top1", 80.0}, {"loss", 0.5}}},
-                                   {points[3], {{"top1", 81.0}}}};
+  const std::vector<SweepRow> rows{{points[0], {{"top1", 88.0}, {"loss", 0.25}, {"samples", 10000}}},
+                                   {points[1], {{"top1", 86.0}, {"loss", 0.35}, {"samples", 10000}}},
+                                   {points[2], {{"top1", 80.0}, {"loss", 0.5}, {"samples", 10000}}},
+                                   {points[3], {{"top1", 81.0}, {"samples", 10000}}}};
   // Every run in the CSV ...
   EXPECT_EQ(sweep_csv(axes, rows, "top1"),
-            "name,model.attention.key_dim,train.seed,top1,loss\n"
-            "key_dim-64_seed-1,64,1,88.0,0.25\n"
-            "key_dim-64_seed-2,64,2,86.0,0.35\n"
-            "key_dim-8_seed-1,8,1,80.0,0.5\n"
-            "key_dim-8_seed-2,8,2,81.0,\n");
+            "name,model.attention.key_dim,train.seed,top1,loss,samples\n"
+            "key_dim-64_seed-1,64,1,88.0,0.25,10000\n"
+            "key_dim-64_seed-2,64,2,86.0,0.35,10000\n"
+            "key_dim-8_seed-1,8,1,80.0,0.5,10000\n"
+            "key_dim-8_seed-2,8,2,81.0,,10000\n");
   // ... and each point's mean ± sample standard deviation over its seeds in the table.
   EXPECT_EQ(sweep_markdown(axes, rows, "top1"),
-            "| model.attention.key_dim | n | top1 (mean ± std) | loss (mean ± std) |\n"
-            "|---|---:|---:|---:|\n"
-            "| 64 | 2 | 87.00 ± 1.41 | 0.3000 ± 0.0707 |\n"
-            "| 8 | 2 | 80.50 ± 0.71 | 0.5000 |\n");
+            "| model.attention.key_dim | n | top1 (mean ± std) | loss (mean ± std) | samples (mean ± std) |\n"
+            "|---|---:|---:|---:|---:|\n"
+            "| 64 | 2 | 87.00 ± 1.41 | 0.3000 ± 0.0707 | 10000 |\n"
+            "| 8 | 2 | 80.50 ± 0.71 | 0.5000 | 10000 |\n");
   EXPECT_TRUE(has(error_of([] { seed_axis(0, 1); }), "--seeds needs a number of replicates of 1 or more, got 0"));
   EXPECT_TRUE(has(error_of([] { seed_axis(-2, 1); }), "got -2"));
 }
