@@ -1,9 +1,13 @@
 // cmha compress CKPT --key-dim D -o OUT: concat attention → collaborative,
 // by CP decomposition of the per-head query/key products (compress/).
+// cmha compress CKPT --key-dim D1,D2,... --finetune U [key.path=value ...] -o DIR:
+// that for each D, scored before and after U updates of fine-tuning
+// (train/compress_finetune.h), a table and a plot.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <sstream>
 
@@ -12,6 +16,7 @@
 #include "nn/attention/registry.h"
 #include "run/finetune_recipe.h"
 #include "run/options.h"
+#include "train/compress_finetune.h"
 #include "tensor/error.h"
 
 namespace cmha::cli {
@@ -29,7 +34,20 @@ const char* kCompressDescription =
     "records them in model.<place>.layers.\n"
     "OUT is a normal checkpoint (weights and recipe; no optimiser or EMA state).\n"
     "Beside it, OUT's name with .yaml is the recipe to fine-tune it with\n"
-    "('cmha train OUT.yaml': train.init_from is OUT).\n";
+    "('cmha train OUT.yaml': train.init_from is OUT).\n"
+    "\n"
+    "With --finetune U, the paper's whole post-hoc workflow (its Tables 4 and 5):\n"
+    "--key-dim is a list of D~k values, and for each D, in DIR/key_dim-D/, the\n"
+    "model is compressed, scored on its recipe's test split (BLEU for a\n"
+    "translation model, top-1 for an image classifier), fine-tuned for U updates\n"
+    "with its own recipe and the key.path=value overrides given (DIR/key_dim-D/\n"
+    "finetune/, a normal run directory), and scored again. DIR/original/ holds\n"
+    "the uncompressed model's score. The scores go to DIR/compress.csv (a row per\n"
+    "score) and DIR/compress.md (a row per D~k), and DIR/compress.png plots the\n"
+    "metric before and after fine-tuning against D~k. Running the same command\n"
+    "again skips the finished steps and resumes an unfinished fine-tune; more\n"
+    "D~k values may be added. DIR/compress.json records the checkpoint and the\n"
+    "CP-ALS settings: a run with others into the same DIR is refused.\n";
 
 // The attention places of each model kind (nn/attention/registry.h), for --layers' help.
 std::string place_list() {
@@ -55,20 +73,55 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
+// --finetune: the loop over D~k values (train/compress_finetune.h), its table, and its plot (plot_sweep.py).
+int compress_finetune(const train::CompressFinetuneOptions& options) {
+  const train::CompressFinetuneOutcome outcome = train::run_compress_finetune(options);
+  if (outcome.interrupted) throw Interrupted{};
+  std::fputs(outcome.table.c_str(), stdout);
+  std::fprintf(stderr, "cmha compress: wrote %s and %s\n", outcome.csv_path.c_str(), outcome.md_path.c_str());
+  const std::string png = (std::filesystem::path(options.out_dir) / "compress.png").string();
+  int code = 2;  // the tables are written: a missing matplotlib costs only the picture
+  try {
+    code = run_plot_script(plot_script_path("plot_sweep.py"),
+                           {outcome.csv_path, "--keys", "key_dim,stage", "--lines", "stage", "--x", "key_dim",
+                            "--metric", outcome.metric, "-o", png});
+  } catch (const Error&) {
+  }
+  if (code != 0)
+    std::fprintf(stderr, "cmha compress: %s not drawn (plot_sweep.py failed; needs python3-matplotlib)\n", png.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int compress_command(const Args& args) {
-  std::string input, out, layers, key_dims;
-  long long threads = 0;
+  std::vector<std::string> positionals;
+  std::string out, layers, key_dims, metric;
+  long long threads = 0, finetune = 0;
   compress::CompressOptions opt;
   CommandLine cl("compress", kCompressDescription);
-  cl.app().add_option("checkpoint", input, "the checkpoint with concat attention")->type_name("CKPT");
+  cl.app().add_option("checkpoint", positionals,
+                      "the checkpoint with concat attention, and (with --finetune) key.path=value overrides of its "
+                      "recipe for the fine-tunes")
+      ->type_name("CKPT [key.path=value ...]");
   cl.app().add_option("--key-dim", key_dims,
                       "shared query/key width D~k (required): D for every concat layer, PLACE.LAYER=D for one "
                       "layer (encoder.0=128; layers from 0), or a comma-separated list of both "
-                      "(encoder.0=128,encoder.5=32,64: 64 for the other layers)")
+                      "(encoder.0=128,encoder.5=32,64: 64 for the other layers); with --finetune, the D~k values "
+                      "to compare (256,128,64)")
       ->type_name("D|PLACE.LAYER=D,...");
-  cl.app().add_option("-o,--output", out, "the compressed checkpoint to write (required)")->type_name("OUT");
+  cl.app().add_option("-o,--output", out,
+                      "the compressed checkpoint to write (required); with --finetune, the directory of the runs "
+                      "and tables")
+      ->type_name("OUT|DIR");
+  cl.app().add_option("--finetune", finetune,
+                      "for each D~k of --key-dim: compress, score, fine-tune U updates with the checkpoint's recipe, "
+                      "score again; tabulate and plot")
+      ->check(whole_number(1, 1LL << 40))->type_name("U");
+  cl.app().add_option("--metric", metric,
+                      "with --finetune, the score the table leads with (default: bleu for translation, top1 for "
+                      "image classification)")
+      ->type_name("NAME");
   cl.app().add_option("--layers", layers,
                       "comma-separated attention places: " + place_list() + " (default: every concat place)")
       ->type_name("PLACES");
@@ -85,12 +138,31 @@ int compress_command(const Args& args) {
   cl.app().add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(whole_number(1, 4096))->type_name("T");
   if (!cl.parse(args)) return 0;
+  const FileAndOverrides given = split_overrides(positionals, "compress", "checkpoint");
+  const std::string& input = given.file;
   if (cl.app().count("--layers") > 0) opt.places = split_commas(layers);
-  if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
   CMHA_CHECK(!input.empty(), "cmha compress needs a checkpoint (try 'cmha compress --help')");
-  CMHA_CHECK(!key_dims.empty(), "cmha compress needs --key-dim D");
+  CMHA_CHECK(cl.app().count("--key-dim") > 0, "cmha compress needs --key-dim D");
+  const bool loop = cl.app().count("--finetune") > 0;
+  CMHA_CHECK(!out.empty(), loop ? "cmha compress --finetune needs -o DIR" : "cmha compress needs -o OUT");
+  if (loop) {
+    train::CompressFinetuneOptions o;
+    o.checkpoint = input;
+    o.key_dims = train::parse_key_dim_list(key_dims);
+    o.compress = opt;
+    o.finetune_updates = finetune;
+    o.overrides = given.overrides;
+    o.out_dir = out;
+    o.metric = metric;
+    o.threads = threads;
+    o.stop_requested = [] { return interrupted(); };
+    return compress_finetune(o);
+  }
+  CMHA_CHECK(given.overrides.empty(), "key.path=value overrides ('" + given.overrides.front() +
+                                          "') change the recipe of the fine-tunes: they go with --finetune");
+  CMHA_CHECK(metric.empty(), "--metric names the score of --finetune's table: it goes with --finetune");
+  if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
   compress::parse_key_dims(key_dims, opt);
-  CMHA_CHECK(!out.empty(), "cmha compress needs -o OUT");
   const run::Checkpoint in = run::load_checkpoint(input);
   std::printf("%-32s %6s %6s %9s %10s %8s\n", "layer", "D_k", "D~k", "CP-ALS", "rel.error", "seconds");
   const auto began = std::chrono::steady_clock::now();  // wall: layers run side by side

@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "cli/command_line.h"
-#include "compress/head_telemetry.h"
 #include "distributed/launch.h"
 #include "run/device.h"
 #include "run/options.h"
@@ -133,8 +132,6 @@ int train_command(const Args& args) {
   options.start = start;
   options.threads = threads;
   options.stop_requested = [] { return interrupted(); };
-  if (recipe.boolean("train.head_telemetry"))
-    options.validation_row = [](nn::Module& m) { return compress::head_telemetry(m); };
   return distributed::run_or_abort(comm, [&] {
     if (!train::run_training(recipe, options, comm)) throw Interrupted{};
     return 0;

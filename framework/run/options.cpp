@@ -154,6 +154,7 @@ std::vector<OptionSpec> build() {
   everyone.add("train.max_nonfinite", T::integer, "5", "Stop after this many non-finite updates in a row", 1);
   everyone.add("train.log_every", T::integer, "50", "Write a metrics.jsonl row and a kept progress line every N updates", 1);
   everyone.add("train.head_telemetry", T::boolean, "true", "At each validation, log per attention layer the principal directions holding 90/99 % of the query/key energy and, for collaborative layers, the mixing matrix's column norms and effective rank (metrics.jsonl split 'heads'; cmha plot RUN --heads)");
+  everyone.add("train.head_telemetry_every", T::integer, "0", "With train.head_telemetry, also log it every N updates between validations (its cost: a few SVDs of the attention weights, see README); 0 = at validations only", 0);
   everyone.add("train.tensorboard", T::boolean, "false", "Also write every metrics row as TensorBoard scalars (events.out.tfevents.* in the run directory; tensorboard --logdir RUN_DIR)");
   // Data parallelism (distributed/launch.h, train/gradient_buckets.h)
   everyone.choice("train.dist_backend", "auto", "Communicator: auto = single for one process, else nccl on GPUs, and on CPUs mpi under mpirun/srun and gloo under torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); nccl bootstraps over MPI or Gloo's rendezvous the same way", {"auto", "single", "mpi", "gloo", "nccl"});

@@ -17,6 +17,12 @@ namespace cmha::train {
 // Top-1/top-5/loss of `model` (switched to eval mode) over one pass of `loader`.
 eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, data::ImageLoader& loader);
 
+// One checkpoint's scores, without its run: top1, top5, loss, samples on the
+// recipe's test split (its validation split without one), as
+// final_evaluation scores a run's chosen checkpoint; "split" says which.
+nlohmann::json score_image_checkpoint(const run::Recipe& recipe, const std::string& checkpoint,
+                                      const std::string& out_dir);
+
 class ImageClassificationTask : public Task {
  public:
   ImageClassificationTask(const run::Recipe& recipe, Generator& init_gen, int rank = 0, int world = 1);

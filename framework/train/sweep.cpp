@@ -31,15 +31,14 @@ std::string csv_cell(const std::string& s) {
   return out + "\"";
 }
 
-// Whole numbers as integers; otherwise two decimals from 10 up, four below.
+}  // namespace
+
 std::string table_number(double v) {
   char buf[64];
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
   else std::snprintf(buf, sizeof buf, std::fabs(v) >= 10 ? "%.2f" : "%.4f", v);
   return buf;
 }
-
-}  // namespace
 
 GridAxis parse_grid_axis(const std::string& text) {
   const size_t eq = text.find('=');

@@ -53,6 +53,10 @@ struct SweepRow {
   nlohmann::json results;  // the run's results.json
 };
 
+// A number as the tables print it: whole numbers as integers; otherwise two
+// decimals from 10 up, four below.
+std::string table_number(double v);
+
 // The numeric result keys of all rows, `metric` first then alphabetical; a row
 // without a numeric `metric` is an error naming its run.
 std::vector<std::string> result_columns(const std::vector<SweepRow>& rows, const std::string& metric);

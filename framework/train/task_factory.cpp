@@ -17,8 +17,9 @@ std::unique_ptr<Task> make(const run::Recipe& recipe, Generator& init_gen, int r
 
 const std::vector<ModelKind>& model_kinds() {
   static const std::vector<ModelKind> kinds = {
-      {"transformer", "translation", &make<TranslationTask>, &transformer_bench_model},
-      {"vit", "image_classification", &make<ImageClassificationTask>, &vit_bench_model},
+      {"transformer", "translation", &make<TranslationTask>, &transformer_bench_model, &score_translation_checkpoint,
+       "bleu"},
+      {"vit", "image_classification", &make<ImageClassificationTask>, &vit_bench_model, &score_image_checkpoint, "top1"},
   };
   return kinds;
 }

@@ -88,8 +88,10 @@ struct Trainer::Impl {
   int64_t update = 0, epoch = 0, nonfinite_in_row = 0, skipped = 0, stale_validations = 0;
   double best = NAN;
   int64_t saved_update = -1;  // the update of the last checkpoint_<update> written
+  int64_t telemetry_update = -1;  // the update of the last "heads" row
   // options
-  int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite;
+  int64_t max_updates, max_epochs, update_freq, save_every, keep_last, validate_every, log_every, patience, max_nonfinite,
+      telemetry_every;
   double clip_norm;
   std::string best_metric;
   bool maximize, bf16, validate_epoch_ends;
@@ -108,6 +110,7 @@ struct Trainer::Impl {
     CMHA_CHECK(validate_epoch_ends || validate_every > 0,
                "train.validate_epoch_ends is false and train.validate_every is 0: the run would never validate");
     log_every = r.integer("train.log_every");
+    telemetry_every = r.integer("train.head_telemetry_every");
     patience = r.integer("train.patience");
     max_nonfinite = r.integer("train.max_nonfinite");
     clip_norm = r.real("train.clip_norm");
@@ -279,6 +282,20 @@ struct Trainer::Impl {
     if (tensorboard) tensorboard->write(row.value("update", int64_t{0}), run::scalars_of_row(row));
   }
 
+  // Rank 0: one metrics row of split "heads" (hooks.telemetry_row) for this update, at most one per update
+  // (a validation at an epoch's end may follow the train.head_telemetry_every row of the same update).
+  void log_telemetry(int64_t epoch_number) {
+    if (!hooks.telemetry_row || !comm.is_main() || telemetry_update == update) return;
+    telemetry_update = update;
+    const auto start = std::chrono::steady_clock::now();
+    nlohmann::json extra = hooks.telemetry_row(task.model());
+    if (extra.empty()) return;
+    nlohmann::json heads = {{"split", "heads"}, {"update", update}, {"epoch", epoch_number}};
+    heads.update(extra);
+    heads["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log_row(heads);
+  }
+
   // `epoch_number`: the 1-based epoch the current update belongs to (at an epoch's end, that epoch).
   std::map<std::string, double> validate(int64_t epoch_number) {
     backend::ProfilePhase phase("validate");
@@ -293,16 +310,7 @@ struct Trainer::Impl {
     nlohmann::json row = {{"split", "valid"}, {"update", update}, {"epoch", epoch_number}};
     for (auto& [k, v] : m) row[k] = v;
     log_row(row);
-    if (hooks.validation_row && comm.is_main()) {
-      const auto start = std::chrono::steady_clock::now();
-      nlohmann::json extra = hooks.validation_row(task.model());
-      if (!extra.empty()) {
-        nlohmann::json heads = {{"split", "heads"}, {"update", update}, {"epoch", epoch_number}};
-        heads.update(extra);
-        heads["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        log_row(heads);
-      }
-    }
+    log_telemetry(epoch_number);
     std::vector<std::string> fields = {"valid", "epoch " + std::to_string(epoch_number), "update " + std::to_string(update)};
     for (auto& [k, v] : m) fields.push_back(format_metric(k, v));
     display.fields(fields);
@@ -546,6 +554,7 @@ struct Trainer::Impl {
 
   void validate_and_save_on_cadence() {
     if (validate_every > 0 && update % validate_every == 0) summary.last_validation = validate(epoch + 1);
+    if (telemetry_every > 0 && update % telemetry_every == 0) log_telemetry(epoch + 1);
     if (save_every > 0 && update % save_every == 0) {
       save(checkpoint_name(update));
       prune();

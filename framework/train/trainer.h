@@ -21,11 +21,12 @@ namespace cmha::train {
 struct TrainerHooks {
   std::function<bool()> stop_requested;  // polled once per update (Ctrl-C); any rank's request stops all
   bool resume = false;                   // continue from the latest checkpoint in train.save_dir
-  // Rank 0, after each validation: the fields of one more metrics row of
-  // split "heads" (cli/train.cpp: compress::head_telemetry under
+  // Rank 0, after each validation and every train.head_telemetry_every
+  // updates: the fields of one more metrics row of split "heads"
+  // (train/training_run.cpp: compress::head_telemetry under
   // train.head_telemetry); an empty object writes none. The row gets the
   // update, the epoch and its own cost in "seconds".
-  std::function<nlohmann::json(nn::Module& model)> validation_row;
+  std::function<nlohmann::json(nn::Module& model)> telemetry_row;
 };
 
 struct TrainSummary {

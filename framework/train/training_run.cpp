@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "compress/head_telemetry.h"
 #include "run/budget.h"
 #include "run/device.h"
 #include "run/model_config.h"
@@ -62,7 +63,8 @@ bool run_training(const run::Recipe& recipe, const TrainingRunOptions& options, 
   TrainerHooks hooks;
   hooks.resume = options.start == run::RunStart::resume;
   hooks.stop_requested = options.stop_requested;
-  hooks.validation_row = options.validation_row;
+  if (recipe.boolean("train.head_telemetry"))
+    hooks.telemetry_row = [](nn::Module& m) { return compress::head_telemetry(m); };
   Trainer trainer(recipe, *task, comm, hooks);
   const TrainSummary s = trainer.run();  // it prints the closing summary line
   if (s.interrupted) return false;

@@ -1,7 +1,8 @@
 #pragma once
 // One `cmha train` run after its recipe is resolved: claims the run directory
 // (rank 0), settles the threads and the device, builds the task
-// (train/task_factory.h), prints the run's header, trains (train/trainer.h)
+// (train/task_factory.h), prints the run's header, trains (train/trainer.h,
+// with compress::head_telemetry's rows under train.head_telemetry)
 // and, on rank 0, writes the task's final evaluation to results.json.
 #include <functional>
 #include <string>
@@ -20,8 +21,6 @@ struct TrainingRunOptions {
   run::RunStart start = run::RunStart::fresh;
   long long threads = -1;      // --threads; ≤ 0: train.threads
   std::function<bool()> stop_requested = [] { return false; };  // polled once per update (Ctrl-C)
-  // TrainerHooks::validation_row (cmha train: compress::head_telemetry under train.head_telemetry).
-  std::function<nlohmann::json(nn::Module& model)> validation_row;
 };
 
 // False when the run was stopped (stop_requested) after saving its checkpoint.

@@ -289,24 +289,19 @@ std::map<std::string, double> TranslationTask::validate() {
   return metrics;
 }
 
-nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
-  if (final_.test_prefix.empty()) return nlohmann::json::object();
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> paths = run::update_checkpoints(run_dir);
-  CMHA_CHECK(!paths.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint_<update>.safetensors");
-  if (static_cast<int64_t>(paths.size()) > final_.average_last) paths.erase(paths.begin(), paths.end() - final_.average_last);
-  const std::string averaged = (fs::path(run_dir) / "checkpoint_average.safetensors").string();
-  run::save_checkpoint(averaged, run::average_checkpoints(paths));
-  std::fprintf(stderr, "eval: averaged %zu checkpoints (%s ... %s) into %s\n", paths.size(),
-               fs::path(paths.front()).filename().c_str(), fs::path(paths.back()).filename().c_str(), averaged.c_str());
+namespace {
 
-  const data::ParallelCorpus test =
-      data::read_parallel_corpus(final_.test_prefix, final_.source_lang, final_.target_lang);
-  eval::TranslatorOptions o = final_.decoding;
-  o.spm_path = spm_path_;
-  eval::Translator translator(averaged, o);
+// `checkpoint` translated from <test_prefix>.<source> with `decoding` (its spm_path set) into
+// out_dir/test.<target>.hyp, and scored against <test_prefix>.<target>: sacreBLEU and the paper's tokenized BLEU.
+nlohmann::json score_test_split(const std::string& test_prefix, const std::string& source_lang,
+                                const std::string& target_lang, const eval::TranslatorOptions& decoding,
+                                const std::string& checkpoint, const std::string& out_dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const data::ParallelCorpus test = data::read_parallel_corpus(test_prefix, source_lang, target_lang);
+  eval::Translator translator(checkpoint, decoding);
   const std::vector<std::string> hyps = translator.translate(test.source, {}, "'" + test.source_path + "'");
-  const std::string hyp_path = (fs::path(run_dir) / ("test." + final_.target_lang + ".hyp")).string();
+  fs::create_directories(out_dir);
+  const std::string hyp_path = (fs::path(out_dir) / ("test." + target_lang + ".hyp")).string();
   {
     AtomicFile out(hyp_path);
     for (const std::string& h : hyps) out.write(h + '\n');
@@ -319,8 +314,8 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   const eval::BleuScore tokenized = eval::corpus_bleu(hyps, test.target, compound);
   const double seconds = seconds_since(t0);
   std::fprintf(stderr, "eval: %zu test sentences of %s translated (beam %lld, lenpen %g) into %s in %.1f s\n",
-               hyps.size(), test.source_path.c_str(), static_cast<long long>(o.search.beam), o.search.lenpen,
-               hyp_path.c_str(), seconds);
+               hyps.size(), test.source_path.c_str(), static_cast<long long>(decoding.search.beam),
+               decoding.search.lenpen, hyp_path.c_str(), seconds);
   // The lines `cmha bleu REF -i HYP` prints (without and with --compound-split -s none).
   const std::string sacre_line = sacre.result().text();
   const std::string tokenized_line = tokenized.result().text();
@@ -332,12 +327,42 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
           {"bleu_compound_line", tokenized_line},
           {"test_sentences", hyps.size()},
           {"test_source", test.source_path},
-          {"checkpoints_averaged", paths.size()},
-          {"averaged_checkpoint", averaged},
           {"hypotheses", hyp_path},
-          {"beam", o.search.beam},
-          {"lenpen", o.search.lenpen},
+          {"beam", decoding.search.beam},
+          {"lenpen", decoding.search.lenpen},
           {"seconds", seconds}};
+}
+
+}  // namespace
+
+nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
+  if (final_.test_prefix.empty()) return nlohmann::json::object();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> paths = run::update_checkpoints(run_dir);
+  CMHA_CHECK(!paths.empty(), "final evaluation: run directory '" + run_dir + "' holds no checkpoint_<update>.safetensors");
+  if (static_cast<int64_t>(paths.size()) > final_.average_last) paths.erase(paths.begin(), paths.end() - final_.average_last);
+  const std::string averaged = (fs::path(run_dir) / "checkpoint_average.safetensors").string();
+  run::save_checkpoint(averaged, run::average_checkpoints(paths));
+  std::fprintf(stderr, "eval: averaged %zu checkpoints (%s ... %s) into %s\n", paths.size(),
+               fs::path(paths.front()).filename().c_str(), fs::path(paths.back()).filename().c_str(), averaged.c_str());
+  eval::TranslatorOptions o = final_.decoding;
+  o.spm_path = spm_path_;
+  nlohmann::json out =
+      score_test_split(final_.test_prefix, final_.source_lang, final_.target_lang, o, averaged, run_dir);
+  out["checkpoints_averaged"] = paths.size();
+  out["averaged_checkpoint"] = averaged;
+  out["seconds"] = seconds_since(t0);
+  return out;
+}
+
+nlohmann::json score_translation_checkpoint(const run::Recipe& r, const std::string& checkpoint,
+                                            const std::string& out_dir) {
+  const std::string test_prefix = r.string("data.test_prefix");
+  CMHA_CHECK(!test_prefix.empty(), "the recipe of '" + checkpoint +
+                                       "' names no test split (data.test_prefix is empty), so there is no BLEU to "
+                                       "score; give data.test_prefix=PREFIX");
+  return score_test_split(test_prefix, r.string("data.source_lang"), r.string("data.target_lang"),
+                          eval::recipe_translator_options(r), checkpoint, out_dir);
 }
 
 nlohmann::json TranslationTask::data_state() const {

@@ -259,3 +259,26 @@ TEST(HeadMaskCli, EvalMasksHeadsAndHeadsRanksThem) {
   }
   fs::remove_all(dir);
 }
+
+// train.head_telemetry_every: a "heads" row every N updates as well, one per update at most (update 6 is
+// both the second epoch's validation and a multiple of 2).
+TEST(HeadTelemetry, EveryNUpdatesBesidesTheValidations) {
+  const std::string dir = test::temp_dir("head_telemetry_every");
+  test::write_tiny_fashion_mnist(dir, 48, 24);  // 3 updates an epoch (batches of 16)
+  const std::string run = dir + "/run";
+  const test::CommandResult r = test::run_cmha("train --threads 1 " + test::tiny_run(dir, run) +
+                                               " train.max_epochs=2 train.head_telemetry_every=2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream metrics(run + "/metrics.jsonl");
+  std::vector<int64_t> updates;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json row = nlohmann::json::parse(line);
+    if (row.at("split") == "heads") updates.push_back(row.at("update").get<int64_t>());
+  }
+  EXPECT_EQ(updates, (std::vector<int64_t>{2, 3, 4, 6}));
+  const test::CommandResult bad = test::run_cmha("train --threads 1 " + test::tiny_run(dir, dir + "/bad") +
+                                                 " train.head_telemetry_every=-1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_TRUE(has(bad.output, "train.head_telemetry_every")) << bad.output;
+  fs::remove_all(dir);
+}
