@@ -191,6 +191,12 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
     say("scoring the original model " + o.checkpoint);
     run::write_run_results(original_dir, score(kind, original, o.checkpoint, original_dir));
   }
+  const nlohmann::json original_scores = run::read_run_results(original_dir);
+  std::string names;
+  for (auto it = original_scores.begin(); it != original_scores.end(); ++it)
+    if (it.value().is_number()) names += (names.empty() ? "" : ", ") + it.key();
+  CMHA_CHECK(original_scores.contains(out.metric) && original_scores[out.metric].is_number(),
+             "--metric " + out.metric + " is not a score of this model (its scores: " + names + ")");
   std::vector<nlohmann::json> compressed, finetuned;
   distributed::SingleCommunicator comm;
   for (size_t k = 0; k < o.key_dims.size(); ++k) {
@@ -266,7 +272,6 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
   }
 
   // compress.csv: every score a row, as sweep.csv; compress.md: a row per D̃k.
-  const nlohmann::json original_scores = run::read_run_results(original_dir);
   GridAxis key_axis{"key_dim", {}}, stage_axis{"stage", {"original", "compressed", "finetuned"}};
   std::vector<SweepRow> rows{{{"original", {}, {std::to_string(dk), "original"}}, original_scores}};
   for (size_t k = 0; k < o.key_dims.size(); ++k) {

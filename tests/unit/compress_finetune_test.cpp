@@ -99,8 +99,9 @@ TEST(CompressFinetune, CompressesScoresFinetunesTabulatesAndResumes) {
   EXPECT_EQ(tuned.integer("model.attention.key_dim"), 4);
   EXPECT_TRUE(fs::exists(loop + "/key_dim-4/finetune/checkpoint_2.safetensors"));
   EXPECT_TRUE(run::read_run_results(loop + "/key_dim-4/finetune").at("top1").is_number());
-  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0)
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null") == 0) {
     EXPECT_TRUE(fs::is_regular_file(loop + "/compress.png")) << r.output;
+  }
 
   // Again: every step is skipped, nothing trains, the tables come back the same.
   r = test::run_cmha(args);
@@ -131,6 +132,9 @@ TEST(CompressFinetune, CompressesScoresFinetunesTabulatesAndResumes) {
   r = test::run_cmha("compress " + ckpt + " --key-dim 4 --finetune 2 --iters 5 --threads 1 -o " + loop);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(has(r.output, "-o '" + loop + "' holds a compression with iters 20, this one has 5")) << r.output;
+  r = test::run_cmha(args + " --metric top9");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "--metric top9 is not a score of this model (its scores: ")) << r.output;
   fs::remove_all(dir);
 }
 
