@@ -1,5 +1,7 @@
 #include "train/image_task.h"
 
+#include <omp.h>
+
 #include <filesystem>
 
 #include "autograd/engine.h"
@@ -9,6 +11,7 @@
 #include "run/model_config.h"
 #include "run/run_dir.h"
 #include "data/image_prepare.h"
+#include "train/classifier_evaluation.h"
 #include "train/image_pipeline.h"
 
 namespace cmha::train {
@@ -26,20 +29,15 @@ eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, dat
   return meter.scores();
 }
 
-nlohmann::json score_image_checkpoint(const run::Recipe& r, const std::string& checkpoint, const std::string& out_dir) {
+nlohmann::json score_image_checkpoint(const std::string& checkpoint, const std::string& out_dir) {
   (void)out_dir;  // nothing to write beside the scores
-  const ImageData d = make_image_data(r);
-  const auto seed = static_cast<uint64_t>(r.integer("train.seed"));
-  data::ImageLoader scored(d.test ? d.test : d.valid, image_loader_options(r, false), seed, 0, 1);
-  Generator init_gen(seed);
-  nn::VisionTransformer model(run::vit_config(r), init_gen);
-  std::map<std::string, Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
-  run::restore_weights(checkpoint, run::load_checkpoint(checkpoint).weights, params);
-  model.to(run::recipe_device(r));
-  nlohmann::json out = evaluate_classifier(model, scored).to_json();
-  out["split"] = d.test ? "test" : "valid";
-  out[d.test ? "test_source" : "valid_source"] = d.test ? d.test_source : d.valid_source;
+  ClassifierEvaluationRequest request;
+  request.checkpoints = {checkpoint};
+  request.threads = omp_get_max_threads();  // as the caller set them, not the recipe's train.threads
+  const ClassifierEvaluation e = evaluate_checkpoints(request);
+  nlohmann::json out = e.first.to_json();
+  out["split"] = e.images.split;
+  out[e.images.split + "_source"] = e.images.name;
   return out;
 }
 

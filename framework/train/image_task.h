@@ -17,11 +17,10 @@ namespace cmha::train {
 // Top-1/top-5/loss of `model` (switched to eval mode) over one pass of `loader`.
 eval::ClassificationScores evaluate_classifier(nn::VisionTransformer& model, data::ImageLoader& loader);
 
-// One checkpoint's scores, without its run: top1, top5, loss, samples on the
-// recipe's test split (its validation split without one), as
-// final_evaluation scores a run's chosen checkpoint; "split" says which.
-nlohmann::json score_image_checkpoint(const run::Recipe& recipe, const std::string& checkpoint,
-                                      const std::string& out_dir);
+// One checkpoint's scores, without its run: top1, top5, loss, samples on its
+// recipe's test split (its validation split without one; "split" says
+// which), as final_evaluation scores a run's chosen checkpoint.
+nlohmann::json score_image_checkpoint(const std::string& checkpoint, const std::string& out_dir);
 
 class ImageClassificationTask : public Task {
  public:

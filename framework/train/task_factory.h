@@ -21,11 +21,10 @@ struct ModelKind {
   const char* task;  // the train.task that trains it
   std::unique_ptr<Task> (*make_task)(const run::Recipe& recipe, Generator& init_gen, int rank, int world);
   BenchModel (*make_bench)(const run::Recipe& recipe, Generator& init_gen, Generator& data_gen, Device device);
-  // One checkpoint scored as the task's final evaluation scores a run (its
-  // test split), writing what it makes (hypotheses) into out_dir; and the
-  // score that leads (cmha compress --finetune's table).
-  nlohmann::json (*score_checkpoint)(const run::Recipe& recipe, const std::string& checkpoint,
-                                     const std::string& out_dir);
+  // One checkpoint scored as the task's final evaluation scores a run (the
+  // test split of its recipe), writing what it makes (hypotheses) into
+  // out_dir; and the score that leads (cmha compress --finetune's table).
+  nlohmann::json (*score_checkpoint)(const std::string& checkpoint, const std::string& out_dir);
   const char* metric;
 };
 

@@ -355,8 +355,8 @@ nlohmann::json TranslationTask::final_evaluation(const std::string& run_dir) {
   return out;
 }
 
-nlohmann::json score_translation_checkpoint(const run::Recipe& r, const std::string& checkpoint,
-                                            const std::string& out_dir) {
+nlohmann::json score_translation_checkpoint(const std::string& checkpoint, const std::string& out_dir) {
+  const run::Recipe r = run::Recipe::parse_stored(run::load_checkpoint(checkpoint).recipe, checkpoint + " (recipe)");
   const std::string test_prefix = r.string("data.test_prefix");
   CMHA_CHECK(!test_prefix.empty(), "the recipe of '" + checkpoint +
                                        "' names no test split (data.test_prefix is empty), so there is no BLEU to "

@@ -23,12 +23,11 @@
 namespace cmha::train {
 
 // The final evaluation of one translation checkpoint, without its run:
-// translated with the recipe's decoding (and the SentencePiece model beside
+// translated with its recipe's decoding (and the SentencePiece model beside
 // it) from data.test_prefix into out_dir/test.<target>.hyp, and scored as
 // final_evaluation scores a run (bleu, bleu_compound, ...). A recipe without a
 // test split is an error.
-nlohmann::json score_translation_checkpoint(const run::Recipe& recipe, const std::string& checkpoint,
-                                            const std::string& out_dir);
+nlohmann::json score_translation_checkpoint(const std::string& checkpoint, const std::string& out_dir);
 
 class TranslationTask : public Task {
  public:
