@@ -86,6 +86,7 @@ bool has_results(const std::string& dir) { return fs::exists(run::run_results_pa
 // The scores of one checkpoint (the model kind's final evaluation), with the budget of its recipe's model.
 nlohmann::json score(const ModelKind& kind, const run::Recipe& recipe, const std::string& checkpoint,
                      const std::string& dir) {
+  fs::create_directories(dir);
   nlohmann::json results = kind.score_checkpoint(checkpoint, dir);
   const nlohmann::ordered_json budget = run::budget_json(run::model_budget(recipe));
   for (const auto& [k, v] : budget.items()) results[k] = v;
