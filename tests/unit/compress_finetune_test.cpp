@@ -88,7 +88,7 @@ TEST(CompressFinetune, CompressesScoresFinetunesTabulatesAndResumes) {
   const nlohmann::json exact = run::read_run_results(loop + "/key_dim-8");
   const nlohmann::json cp = run::read_run_results(loop + "/key_dim-4");
   EXPECT_NEAR(exact.at("loss").get<double>(), original.at("loss").get<double>(), 1e-4);
-  EXPECT_EQ(exact.at("cp_als_error").get<double>(), 0.0);
+  EXPECT_LT(exact.at("cp_als_error").get<double>(), 1e-6);  // exact up to rounding
   EXPECT_GT(cp.at("cp_als_error").get<double>(), 0.0);
   EXPECT_LT(cp.at("key_query_parameters").get<double>(), original.at("key_query_parameters").get<double>());
   // Each fine-tune: a run of the compressed recipe from the compressed weights, 2 updates.
