@@ -52,8 +52,8 @@ Tensor loss_of(const Model& m, const Tensor& x, const Tensor& target, bool fresh
   Tensor loss = linear_cross_entropy(h, w2, target, 0.1f).loss;
   loss.backward();
   if (fresh) {  // the gradients of the handles belong to the parameters
-    m.w1.set_grad(w1.grad());
-    m.w2.set_grad(w2.grad());
+    Tensor(m.w1).set_grad(w1.grad());
+    Tensor(m.w2).set_grad(w2.grad());
   }
   return loss;
 }
