@@ -20,6 +20,7 @@
 #include "autograd/loss_chunks.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
+#include "backend/working_copy.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
 #endif
@@ -74,7 +75,10 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x, const Tensor& w, const 
   const bool need_grad = autograd::needs_grad({x, w});
   // Under bf16 autocast the GEMMs read bf16 copies (made once), as linear's do.
   const DType gemm = autograd::autocast_bf16() ? DType::bf16 : DType::f32;
-  const Tensor xg = x.detach().to(gemm).contiguous(), wg = w.detach().to(gemm).contiguous();
+  // An f32 weight's bf16 copy is kept between steps (backend/working_copy.h).
+  const Tensor xg = x.detach().to(gemm).contiguous();
+  const Tensor wg = gemm == DType::bf16 && w.dtype() == DType::f32 ? backend::bf16_working_copy(w).contiguous()
+                                                                   : w.detach().to(gemm).contiguous();
 
   Tensor row_loss = Tensor::empty({N}, DType::f32, dev), max = Tensor::empty({N}, DType::f32, dev),
          log_sum = Tensor::empty({N}, DType::f32, dev), predictions = Tensor::empty({N}, DType::i64, dev);

@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
+#include "backend/working_copy.h"
 
 namespace cmha {
 
@@ -159,7 +160,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Tensor w2 = w.detach();
   if (bf16) {  // no copy when x is bf16 already (the output of a bf16 layer)
     x2 = x2.to(DType::bf16);
-    w2 = w2.to(DType::bf16);
+    // An f32 weight's bf16 copy is kept between forwards and rewritten by
+    // the optimiser's update (backend/working_copy.h).
+    if (w.dtype() == DType::f32) w2 = backend::bf16_working_copy(w);
   }
   Tensor y2 = Tensor::empty({x2.size(0), outf}, out_dtype, dev);
   if (y2.numel() > 0)

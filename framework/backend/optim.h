@@ -41,9 +41,13 @@ struct OptimKernels {
   // torch.optim's _single_tensor_adam(w) per element:
   //   g' = g + l2·p;  p' = p·shrink;  m ← β1·m + (1-β1)·g';  v ← β2·v + (1-β2)·g'²
   //   p ← p' + neg_step_size·m / (√v/bias2_sqrt + eps)
-  // param, grad, exp_avg, exp_avg_sq: contiguous f32 of one shape on one device.
+  // and, when param_bf16 is defined, param_bf16 ← bf16(p) (round to nearest
+  // even, the bits of a conversion) in the same pass: the bf16 working copy
+  // of the f32 master (backend/working_copy.h).
+  // param, grad, exp_avg, exp_avg_sq: contiguous f32 of one shape on one
+  // device; param_bf16: undefined or contiguous bf16 of that shape there.
   void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                    const AdamStep& s) = nullptr;
+                    const Tensor& param_bf16, const AdamStep& s) = nullptr;
   // One SGD step of one parameter, in place, as torch.optim's _single_tensor_sgd:
   //   d = g + wd·p;  with a buffer: b ← first ? d : μ·b + (1-dampening)·d,  d ← nesterov ? d + μ·b : b
   //   p ← p + neg_lr·d

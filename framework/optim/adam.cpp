@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/kernels.h"
+#include "backend/working_copy.h"
 #include "optim/param_label.h"
 #include "tensor/error.h"
 
@@ -70,10 +71,17 @@ void Adam::step() {
     k.beta2 = static_cast<float>(o.beta2);
     k.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
     k.eps = static_cast<float>(o.eps);
-    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, k);
+    // A parameter with a bf16 working copy (bf16 autocast) gets it rewritten
+    // in the same pass: the next forward reads it instead of converting p.
+    const Tensor copy = backend::bf16_copy_to_rewrite(p);
+    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, copy, k);
     p.bump_version();  // a graph still holding p would now backpropagate through other weights
     s.exp_avg.bump_version();
     s.exp_avg_sq.bump_version();
+    if (copy.defined()) {
+      copy.bump_version();
+      backend::mark_bf16_copy_current(p);
+    }
   }
 }
 

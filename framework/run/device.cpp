@@ -69,9 +69,11 @@ void check_device_communicator(Device device, int world_size, const std::string&
 void broadcast_from_rank0(distributed::Communicator& comm, const std::vector<Tensor>& tensors) {
   if (comm.size() == 1 || tensors.empty()) return;
   check_device_communicator(tensors.front().device(), comm.size(), comm.backend());
-  for (const Tensor& t : tensors)
+  for (const Tensor& t : tensors) {
     comm.broadcast(t.device().is_cpu() ? t.data<float>() : static_cast<float*>(t.raw_data()),
                    static_cast<size_t>(t.numel()), 0);
+    t.bump_version();  // written in place: a kept bf16 copy (backend/working_copy.h) is stale
+  }
 }
 
 }  // namespace cmha::run

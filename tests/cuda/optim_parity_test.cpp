@@ -73,10 +73,14 @@ PARITY_TEST(AdamStepIsTheCpus, "optim.adam_step") {
       const backend::AdamStep s = adam_scalars(c.l2, c.shrink);
       const Tensor p = random_of({n}, DType::f32, 1), g = random_of({n}, DType::f32, 2);
       const Tensor m = random_of({n}, DType::f32, 3, -0.1, 0.1), v = random_of({n}, DType::f32, 4, 0.0, 0.01);
-      const Tensor pc = p.clone(), mc = m.clone(), vc = v.clone();
-      CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, s);
+      const Tensor pc = p.clone(), mc = m.clone(), vc = v.clone(), copy_c = Tensor::empty({n}, DType::bf16);
+      CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, copy_c, s);
       const Tensor pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v);
-      CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, s);
+      const Tensor copy_g = Tensor::empty({n}, DType::bf16, gpu());
+      CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, copy_g, s);
+      // Without the copy: the same f32 bits as with it.
+      const Tensor pg2 = on_gpu(p), mg2 = on_gpu(m), vg2 = on_gpu(v);
+      CMHA_KERNEL(gpu(), optim.adam_step)(pg2, on_gpu(g), mg2, vg2, Tensor(), s);
       const Tensor pr = p.clone(), mr = m.clone(), vr = v.clone();
       for (int64_t k = 0; k < n; ++k)
         fused::adam_element(pr.data<float>()[k], g.data<float>()[k], mr.data<float>()[k], vr.data<float>()[k], s);
@@ -84,6 +88,12 @@ PARITY_TEST(AdamStepIsTheCpus, "optim.adam_step") {
       expect_step_parity(pg, pc, pr, what + ": param");
       expect_step_parity(mg, mc, mr, what + ": exp_avg");
       expect_step_parity(vg, vc, vr, what + ": exp_avg_sq");
+      EXPECT_TRUE(same_as_cpu(pg2, pg.to(Device::cpu())) && same_as_cpu(mg2, mg.to(Device::cpu())) &&
+                  same_as_cpu(vg2, vg.to(Device::cpu())))
+          << what << ": without the bf16 copy";
+      // The bf16 working copy: the conversion of the new f32 values on each device.
+      EXPECT_TRUE(same_as_cpu(copy_c, pc.to(DType::bf16))) << what << ": the CPU's bf16 copy";
+      EXPECT_TRUE(same_as_cpu(copy_g, pg.to(Device::cpu()).to(DType::bf16))) << what << ": the GPU's bf16 copy";
     }
 }
 
@@ -97,8 +107,8 @@ PARITY_TEST(AdamStepNonFiniteGradients, "optim.adam_step") {
   g.data<float>()[99] = -std::numeric_limits<float>::infinity();
   const Tensor p = random_of({100}, DType::f32, 6), m = Tensor::zeros({100}), v = Tensor::zeros({100});
   const Tensor pc = p.clone(), mc = m.clone(), vc = v.clone(), pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v);
-  CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, adam_scalars(0.0f, 1.0f));
-  CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, adam_scalars(0.0f, 1.0f));
+  CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, Tensor(), adam_scalars(0.0f, 1.0f));
+  CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, Tensor(), adam_scalars(0.0f, 1.0f));
   EXPECT_TRUE(close_to_cpu(pg, pc, 1e-12));
   EXPECT_TRUE(close_to_cpu(mg, mc, 1e-12));
   EXPECT_TRUE(close_to_cpu(vg, vc, 1e-12));

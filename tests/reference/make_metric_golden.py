@@ -1,15 +1,13 @@
-#!/usr/bin/python3
-"""Regenerates the sacreBLEU golden cases in tests/data/bleu-golden/.
+#!/usr/bin/env python3
+"""Regenerates the sacreBLEU golden cases in tests/data/bleu-golden/ from the
+sacrebleu 2.6.0 package of the benchmark venv's pins
+(tests/bench/python/requirements.txt; not a dependency of cmha or of CI):
+that venv (tests/bench/python/make_venv.sh), or one with only what this
+script imports, in a git-ignored folder:
 
-sacreBLEU is not a Debian package: fetch its source (github:mjpost/sacrebleu,
-tag v2.6.0), give it the version module its build would write, install its
-pure dependencies, and point this script at it:
-
-    git --git-dir=<mirror> archive v2.6.0 | tar x -C /tmp/sacrebleu
-    echo '__version__ = "2.6.0"' > /tmp/sacrebleu/sacrebleu/version.py
-    apt-get install python3-regex python3-tabulate python3-colorama \
-        python3-portalocker python3-numpy python3-lxml
-    python3 tests/reference/make_metric_golden.py /tmp/sacrebleu
+    python3 -m venv .venv-sacrebleu
+    .venv-sacrebleu/bin/pip install -c tests/bench/python/requirements.txt sacrebleu numpy
+    .venv-sacrebleu/bin/python tests/reference/make_metric_golden.py
 
 It writes
   case1.expected.json  BLEU of case1 in four settings (scores rounded as before)
@@ -33,16 +31,14 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "data", "bleu-golden")
 
-if len(sys.argv) != 2:
-    sys.exit(__doc__)
-SACREBLEU_SRC = os.path.abspath(sys.argv[1])
-sys.path.insert(0, SACREBLEU_SRC)
 try:
     import sacrebleu  # noqa: E402
     from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
     from sacrebleu.utils import sum_of_lists  # noqa: E402
 except ModuleNotFoundError as e:
-    sys.exit(f"cannot import sacrebleu from {SACREBLEU_SRC}: {e} (see the instructions above)")
+    sys.exit(f"cannot import sacrebleu in {sys.executable}: {e} (see the instructions above)")
+if sacrebleu.__version__ != "2.6.0":
+    sys.exit(f"{sys.executable} has sacrebleu {sacrebleu.__version__}; the golden cases are sacreBLEU 2.6.0's")
 
 
 def path(name):
@@ -209,7 +205,7 @@ CASE2_SETTINGS.update({
 
 
 def sacrebleu_cli(args, stdin_file=None):
-    env = dict(os.environ, PYTHONPATH=SACREBLEU_SRC, SACREBLEU_FORMAT="")
+    env = dict(os.environ, SACREBLEU_FORMAT="")
     stdin = open(path(stdin_file), "rb") if stdin_file else subprocess.DEVNULL
     r = subprocess.run([sys.executable, "-m", "sacrebleu", *args], cwd=GOLDEN, stdin=stdin,
                        capture_output=True, env=env)

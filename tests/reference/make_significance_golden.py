@@ -3,10 +3,13 @@
 significance tests and confidence intervals, and numpy's default_rng(12345)
 streams they are drawn from, for cmha's tests (CI only reads the files).
 
-sacreBLEU and numpy come from pip into a git-ignored virtual environment:
+sacreBLEU and numpy come from pip, at the versions of the benchmark venv
+(tests/bench/python/requirements.txt), into a git-ignored virtual
+environment: that venv (tests/bench/python/make_venv.sh), or one with only
+what this script imports:
 
     python3 -m venv .venv-sacrebleu
-    .venv-sacrebleu/bin/pip install sacrebleu==2.6.0 numpy
+    .venv-sacrebleu/bin/pip install -c tests/bench/python/requirements.txt sacrebleu numpy
     .venv-sacrebleu/bin/python tests/reference/make_significance_golden.py
 
 It writes
@@ -25,7 +28,13 @@ It writes
                         0/1 vector, and exact McNemar p-values
 The numpy version is recorded: under numpy 2 (NEP 50) sacreBLEU computes
 resampled chrF in float32 (its statistics are float32 arrays), under numpy 1
-in float64.
+in float64. cmha reproduces numpy 2's float32 sums, so numpy stays at 2
+(tests/bench/python/requirements.txt pins 2.4.6). Under it sacreBLEU 2.6.0's
+`--paired-bs -m chrf -f json` crashes (exit 1: "Object of type float32 is
+not JSON serializable"); for a command line that crashes so, the script
+runs sacreBLEU's own main() once more in a Python whose json.dumps writes a
+numpy float as the double it holds (float(x), the only change), and records
+that output with "json_numpy_floats_as_double": true.
 """
 import json
 import os
@@ -154,13 +163,35 @@ def confidence_results(hyps, refs):
     return out
 
 
+# sacreBLEU's command line with json.dumps taught numpy's floats (see the top).
+JSON_NUMPY_FLOATS = """
+import json, sys
+import numpy
+_dumps = json.dumps
+def _as_double(o):
+    if isinstance(o, numpy.floating):
+        return float(o)
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+json.dumps = lambda obj, **kw: _dumps(obj, default=_as_double, **kw)
+from sacrebleu.sacrebleu import main
+sys.argv[0] = "sacrebleu"
+sys.exit(main())
+"""
+
+
 def run_cli(args):
     env = dict(os.environ)
     env.pop("NO_COLOR", None)
     env.pop("SACREBLEU_SEED", None)
     p = subprocess.run([os.path.join(os.path.dirname(sys.executable), "sacrebleu")] + args, cwd=GOLDEN,
                        capture_output=True, text=True, env=env)
-    return {"args": args, "stdout": p.stdout, "status": p.returncode}
+    out = {"args": args, "stdout": p.stdout, "status": p.returncode}
+    if p.returncode != 0 and "float32 is not JSON serializable" in p.stderr:
+        p = subprocess.run([sys.executable, "-c", JSON_NUMPY_FLOATS] + args, cwd=GOLDEN, capture_output=True,
+                           text=True, env=env)
+        assert p.returncode == 0, (args, p.stderr)
+        out = {"args": args, "stdout": p.stdout, "status": 0, "json_numpy_floats_as_double": True}
+    return out
 
 
 def main():
@@ -201,7 +232,7 @@ def main():
         run_cli(c1 + ["-m", "bleu", "chrf", "--paired-ar", "-f", "text"]),
         run_cli(c1 + ["-m", "bleu", "--paired-bs", "-f", "json"]),
         run_cli(c1 + ["-m", "bleu", "chrf", "--paired-ar", "-f", "json"]),
-        # numpy 2 makes resampled chrF float32, which sacreBLEU's JSON cannot write (status 1).
+        # numpy 2 makes resampled chrF float32, which sacreBLEU's JSON cannot write (see run_cli).
         run_cli(c1 + ["-m", "chrf", "--paired-bs", "-f", "json"]),
         run_cli(c1 + ["-m", "chrf", "--paired-bs", "-w", "1", "-f", "text"]),
         run_cli(c2 + ["-m", "bleu", "chrf", "--paired-bs", "-f", "text"]),

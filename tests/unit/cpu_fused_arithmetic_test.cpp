@@ -56,11 +56,17 @@ TEST_F(CpuFusedArithmetic, AdamStep) {
         const Tensor p = random_tensor({n}, 1), g = random_tensor({n}, 2);
         const Tensor m = random_tensor({n}, 3, -0.1f, 0.1f), v = random_tensor({n}, 4, 0.0f, 0.01f);
         const Tensor pr = p.clone(), mr = m.clone(), vr = v.clone();
-        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, s);
+        // Once without and once with the bf16 working copy: the same f32 bits either way.
+        const Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone(), copy = Tensor::empty({n}, DType::bf16);
+        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, Tensor(), s);
+        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p2, g, m2, v2, copy, s);
         for (int64_t k = 0; k < n; ++k)
           fused::adam_element(pr.data<float>()[k], g.data<float>()[k], mr.data<float>()[k], vr.data<float>()[k], s);
         EXPECT_TRUE(fused::same_bits(p, pr) && fused::same_bits(m, mr) && fused::same_bits(v, vr))
             << "l2 " << l2 << ", shrink " << shrink << ", n = " << n;
+        EXPECT_TRUE(fused::same_bits(p2, pr) && fused::same_bits(m2, mr) && fused::same_bits(v2, vr))
+            << "with the bf16 copy: l2 " << l2 << ", shrink " << shrink << ", n = " << n;
+        EXPECT_TRUE(fused::same_bits(copy, pr.to(DType::bf16))) << "the bf16 copy, n = " << n;
       }
 }
 

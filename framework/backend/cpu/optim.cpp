@@ -14,18 +14,14 @@ namespace {
 // so they split across threads from half the usual size.
 constexpr int64_t kStepParallelMin = kParallelMin / 2;
 
-void adam_step(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const backend::AdamStep& s) {
+// The loop of adam_step; with kBf16 it also stores the bf16 of each new value.
+template <bool kBf16>
+void adam_loop(float* pw, const float* gw, float* m, float* v, bf16* pb, int64_t n, const backend::AdamStep& s) {
   // Locals, so that the stores into the arrays cannot alias the scalars.
   const float l2 = s.l2, shrink = s.shrink;
   const float b1 = s.beta1, one_minus_b1 = s.one_minus_beta1;
   const float b2 = s.beta2, one_minus_b2 = s.one_minus_beta2;
   const float bias2_sqrt = s.bias2_sqrt, neg_step_size = s.neg_step_size, eps = s.eps;
-  float* pw = param_t.data<float>("adam_step");
-  const float* gw = grad_t.data<float>("adam_step");
-  float* m = exp_avg.data<float>("adam_step");
-  float* v = exp_avg_sq.data<float>("adam_step");
-  const int64_t n = param_t.numel();
 #pragma omp parallel for schedule(static) if (n > kStepParallelMin)
   for (int64_t k = 0; k < n; ++k) {
     // The same operations in the same order as torch.optim's _single_tensor_adam(w).
@@ -34,7 +30,25 @@ void adam_step(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_av
     m[k] = m[k] * b1 + one_minus_b1 * grad;
     v[k] = v[k] * b2 + one_minus_b2 * grad * grad;
     const float denom = std::sqrt(v[k]) / bias2_sqrt + eps;
-    pw[k] = param + neg_step_size * m[k] / denom;
+    const float updated = param + neg_step_size * m[k] / denom;
+    pw[k] = updated;
+    if constexpr (kBf16) pb[k] = float_to_bf16(updated);
+  }
+}
+
+void adam_step(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& param_bf16, const backend::AdamStep& s) {
+  float* pw = param_t.data<float>("adam_step");
+  const float* gw = grad_t.data<float>("adam_step");
+  float* m = exp_avg.data<float>("adam_step");
+  float* v = exp_avg_sq.data<float>("adam_step");
+  const int64_t n = param_t.numel();
+  if (param_bf16.defined()) {
+    CMHA_CHECK(param_bf16.numel() == n && param_bf16.is_contiguous(),
+               "adam_step: the bf16 copy " + param_bf16.describe() + " does not match " + param_t.describe());
+    adam_loop<true>(pw, gw, m, v, param_bf16.data<bf16>("adam_step"), n, s);
+  } else {
+    adam_loop<false>(pw, gw, m, v, nullptr, n, s);
   }
 }
 

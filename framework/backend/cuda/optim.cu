@@ -28,8 +28,9 @@ namespace {
 // torch.optim's _single_tensor_adam(w) per element, fused as the CPU build:
 //   g' = fma(l2, p, g);  p' = p·shrink;  m ← fma(m, β1, (1-β1)·g');  v ← fma(v, β2, ((1-β2)·g')·g')
 //   p ← p' + (neg_step_size·m) / (√v / bias2_sqrt + eps)
-__global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                                 backend::AdamStep s) {
+// and param_bf16 ← bf16(p) when it is not null (the bf16 working copy).
+__global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                                 uint16_t* param_bf16, int64_t n, backend::AdamStep s) {
   CMHA_GRID_STRIDE(k, n) {
     const float p = param[k];
     const float g = s.l2 != 0.0f ? __fmaf_rn(s.l2, p, grad[k]) : grad[k];
@@ -39,7 +40,9 @@ __global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg
     exp_avg[k] = m;
     exp_avg_sq[k] = v;
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bias2_sqrt), s.eps);
-    param[k] = __fadd_rn(p_shrunk, __fdiv_rn(__fmul_rn(s.neg_step_size, m), denom));
+    const float updated = __fadd_rn(p_shrunk, __fdiv_rn(__fmul_rn(s.neg_step_size, m), denom));
+    param[k] = updated;
+    if (param_bf16 != nullptr) param_bf16[k] = float_to_bf16_bits(updated);
   }
 }
 
@@ -79,15 +82,20 @@ void check_same_size(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const backend::AdamStep& s) {
+               const Tensor& param_bf16, const backend::AdamStep& s) {
   for (const Tensor* t : {&grad, &exp_avg, &exp_avg_sq}) check_same_size("adam_step", param, *t);
   float* p = device_data<float>(param, "adam_step");
   const float* g = device_data<float>(grad, "adam_step");
   float* m = device_data<float>(exp_avg, "adam_step");
   float* v = device_data<float>(exp_avg_sq, "adam_step");
+  uint16_t* pb = nullptr;
+  if (param_bf16.defined()) {
+    check_same_size("adam_step", param, param_bf16);
+    pb = reinterpret_cast<uint16_t*>(device_data<bf16>(param_bf16, "adam_step"));
+  }
   const int64_t n = param.numel();
   if (n == 0) return;
-  adam_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, m, v, n, s);
+  adam_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, m, v, pb, n, s);
   check_launch("adam_step_kernel");
 }
 
