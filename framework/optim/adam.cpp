@@ -41,7 +41,7 @@ Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : Optimizer(std::
   }
 }
 
-void Adam::step() {
+void Adam::step(const Tensor& gate) {
   check_options(options_);
   const AdamOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -70,7 +70,7 @@ void Adam::step() {
     k.beta2 = static_cast<float>(o.beta2);
     k.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
     k.eps = static_cast<float>(o.eps);
-    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, k);
+    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, k, gate);
     p.bump_version();  // a graph still holding p would now backpropagate through other weights
     s.exp_avg.bump_version();
     s.exp_avg_sq.bump_version();

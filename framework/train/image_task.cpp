@@ -57,7 +57,7 @@ ImageClassificationTask::BatchAhead ImageClassificationTask::take_training_batch
   // From the loader's page-locked memory on a GPU: the copies do not wait.
   b.images = b.host.images.to(device_);
   if (b.host.targets.defined()) b.targets = b.host.targets.pinned().to(device_);
-  else b.labels = b.host.labels.pinned().to(device_);
+  b.labels = b.host.labels.pinned().to(device_);  // the loss's targets, or (mixed) the accuracy's
   return b;
 }
 
@@ -74,14 +74,8 @@ BatchLoss ImageClassificationTask::next_batch_loss() {
                                      : cross_entropy(logits, b.labels, label_smoothing_, -100, Reduction::sum);
   out.units = b.host.labels.numel();
   // Accuracy against the original labels (of the dominant image when mixed),
-  // read after the backward pass is queued.
-  out.count_correct = [pred = argmax(logits.detach(), 1), y = b.host.labels] {
-    const auto p = pred.to_i64_vector();
-    const auto labels = y.to_i64_vector();
-    double correct = 0;
-    for (size_t i = 0; i < labels.size(); ++i) correct += p[i] == labels[i];
-    return correct;
-  };
+  // counted on the device and read at the trainer's log cadence.
+  out.correct_count = count_correct(argmax(logits.detach(), 1), b.labels, -100);
   // The forward pass is queued: take and send the next batch while the GPU runs it.
   if (!device_.is_cpu() && train_->batch_index() < train_->batches_per_epoch()) {
     CopyAheadScope ahead;

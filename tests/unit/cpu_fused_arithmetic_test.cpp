@@ -56,7 +56,7 @@ TEST_F(CpuFusedArithmetic, AdamStep) {
         const Tensor p = random_tensor({n}, 1), g = random_tensor({n}, 2);
         const Tensor m = random_tensor({n}, 3, -0.1f, 0.1f), v = random_tensor({n}, 4, 0.0f, 0.01f);
         const Tensor pr = p.clone(), mr = m.clone(), vr = v.clone();
-        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, s);
+        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, s, Tensor());
         for (int64_t k = 0; k < n; ++k)
           fused::adam_element(pr.data<float>()[k], g.data<float>()[k], mr.data<float>()[k], vr.data<float>()[k], s);
         EXPECT_TRUE(fused::same_bits(p, pr) && fused::same_bits(m, mr) && fused::same_bits(v, vr))
@@ -78,7 +78,7 @@ TEST_F(CpuFusedArithmetic, SgdStep) {
     for (const int64_t n : kSizes) {
       const Tensor p = random_tensor({n}, 5), g = random_tensor({n}, 6), b = random_tensor({n}, 7);
       const Tensor pr = p.clone(), br = b.clone();
-      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(p, g, momentum ? b : Tensor(), s);
+      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(p, g, momentum ? b : Tensor(), s, Tensor());
       for (int64_t k = 0; k < n; ++k)
         fused::sgd_element(pr.data<float>()[k], g.data<float>()[k], momentum ? br.data<float>() + k : nullptr, s);
       EXPECT_TRUE(fused::same_bits(p, pr) && fused::same_bits(b, br)) << "config " << config << ", n = " << n;
@@ -89,7 +89,7 @@ TEST_F(CpuFusedArithmetic, SgdStep) {
 TEST_F(CpuFusedArithmetic, EmaUpdate) {
   for (const int64_t n : kSizes) {
     const Tensor shadow = random_tensor({n}, 8), param = random_tensor({n}, 9), sr = shadow.clone();
-    CMHA_KERNEL(Device::cpu(), optim.ema_update)(shadow, param, 0.9997f, static_cast<float>(1.0 - 0.9997));
+    CMHA_KERNEL(Device::cpu(), optim.ema_update)(shadow, param, 0.9997f, static_cast<float>(1.0 - 0.9997), Tensor());
     for (int64_t k = 0; k < n; ++k)
       sr.data<float>()[k] =
           fused::ema_element(sr.data<float>()[k], param.data<float>()[k], 0.9997f, static_cast<float>(1.0 - 0.9997));
