@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/accuracy.h"
 #include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"

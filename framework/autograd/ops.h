@@ -115,10 +115,6 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 // ---- loss.cpp ----
 enum class Reduction { none, sum, mean };
-// Correct top-1 predictions: the rows i with target[i] != ignore_index and
-// pred[i] == target[i]; pred and target integer ids of one numel on one
-// device -> i64 [] there (not differentiable; nothing is read on the host).
-Tensor count_correct(const Tensor& pred, const Tensor& target, int64_t ignore_index);
 // Cross-entropy with label smoothing, fused with log-softmax.
 // logits [..., C] (classes LAST, unlike PyTorch for > 2 dims), target
 // (i32/i64) [...]; targets equal to ignore_index contribute nothing; mean

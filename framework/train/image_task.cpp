@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "autograd/accuracy.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "run/checkpoint.h"

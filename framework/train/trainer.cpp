@@ -551,7 +551,7 @@ struct Trainer::Impl {
     display.bar(v);
     if (!log_now) return;
     log_row({{"split", "train"}, {"update", update}, {"epoch", v.epoch}, {"loss", v.loss},
-             {"top1", 100.0 * window.correct / std::max(window.units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
+             {"top1", 100.0 * window.correct / std::max(window.units, 1.0)}, {"lr", lr}, {"gnorm", v.gnorm},
              {v.unit + "_per_s", v.rate}, {"skipped_updates", skipped}});
     display.line(render_log_line(v, display.interactive() ? static_cast<size_t>(terminal_width() - 1) : 0));
     window = {};

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/accuracy.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "data/corpus_token_cache.h"

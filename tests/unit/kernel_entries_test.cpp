@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "autograd/accuracy.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
 #include "support/check.h"
