@@ -119,6 +119,7 @@ TEST(TrainingHostSyncs, TranslationStepsWaitOnlyAtLogLines) {
     for (const char* bf16 : {"false", "true"})
       for (const char* update_freq : {"1", "2"}) {
         std::vector<std::string> o = words(kSteady);
+        o.push_back("data.max_tokens=100");  // ~30 batches: 7 updates of 2 stay in the first epoch
         o.push_back(std::string("model.attention.type=") + attention);
         o.push_back(std::string("train.bf16=") + bf16);
         o.push_back(std::string("train.update_freq=") + update_freq);
