@@ -70,7 +70,7 @@ void count_targets(const Tensor& target, int64_t classes, int64_t ignore_index, 
 
 // *correct = the rows with target != ignore_index and pred == target (an
 // integer sum: exact in any order).
-__global__ void count_correct_kernel(const int64_t* pred, const int64_t* target, int64_t n, int64_t ignore_index,
+__global__ void __launch_bounds__(kOneBlock) count_correct_kernel(const int64_t* pred, const int64_t* target, int64_t n, int64_t ignore_index,
                                      unsigned long long* correct) {
   __shared__ unsigned long long count;
   if (threadIdx.x == 0) count = 0;

@@ -227,7 +227,7 @@ __global__ void norm_of_sums_kernel(const double* sums, int64_t chunks, double* 
 
 // clip_grad_norm's scaling: every x ← x·float(max_norm/(norm + 1e-6)) when
 // the norm is finite and that coefficient below 1 (the host's arithmetic, in double).
-__global__ void clip_kernel(const Chunk* chunks, const double* norm, double max_norm) {
+__global__ void __launch_bounds__(kThreads) clip_kernel(const Chunk* chunks, const double* norm, double max_norm) {
   const double n = *norm;
   if (!isfinite(n)) return;
   const double coef = max_norm / (n + 1e-6);
