@@ -23,8 +23,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if (id.same(ids)) id = ids.clone();  // the caller may reuse its ids buffer before backward
   // On a GPU inside the trainer's step, checked at its log cadence (autograd/deferred_checks.h):
   // the kernels give an id out of range a zero row until then.
-  autograd::check_now_or_deferred(dev, [id, V, shape = ids.shape(), w = weight.describe()] {
-    const backend::OutOfRange bad = CMHA_KERNEL(id.device(), index.find_out_of_range)(id, V);
+  const Tensor found = Tensor::empty({2}, DType::i64, dev);  // {position, value} (backend/index.h)
+  CMHA_KERNEL(dev, index.find_out_of_range)(id, V, found);
+  autograd::check_now_or_deferred(found, [V, shape = ids.shape(), w = weight.describe()](const Tensor& answer) {
+    const backend::OutOfRange bad = backend::out_of_range_of(answer.data<int64_t>("embedding check"));
     CMHA_CHECK(bad.position < 0, "embedding: id " + std::to_string(bad.value) + " at position " +
                                      position_str(bad.position, shape) + " is out of range for a vocabulary of " +
                                      std::to_string(V) + " (weight " + w + ")");

@@ -114,7 +114,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor idx = index.to(DType::i64).contiguous();
   if (idx.same(index)) idx = index.clone();  // the caller may reuse its buffer before backward
   const int64_t n_dim = x.shape()[d];
-  const backend::OutOfRange bad = CMHA_KERNEL(dev, index.find_out_of_range)(idx, n_dim);
+  const Tensor found = Tensor::empty({2}, DType::i64, dev);  // {position, value}, read at once
+  CMHA_KERNEL(dev, index.find_out_of_range)(idx, n_dim, found);
+  const backend::OutOfRange bad = backend::out_of_range_of(found.to(Device::cpu()).data<int64_t>("gather check"));
   CMHA_CHECK(bad.position < 0,
              "gather: index value " + std::to_string(bad.value) + " at position " +
                  position_str(bad.position, idx.shape()) + " is out of range for dim " + std::to_string(d) +

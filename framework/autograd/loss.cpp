@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/accuracy.h"
 #include "autograd/deferred_checks.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
@@ -26,17 +27,30 @@ struct CrossEntropySaved {
 }  // namespace
 
 int64_t checked_target_count(const Tensor& target, int64_t classes, int64_t ignore_index, bool count) {
-  auto check = [target, classes, ignore_index] {
-    const backend::TargetCount counted = CMHA_KERNEL(target.device(), loss.count_targets)(target, classes, ignore_index);
+  // {count, bad_row, bad_value} (backend/loss.h), written on the target's device.
+  const Tensor found = Tensor::empty({3}, DType::i64, target.device());
+  CMHA_KERNEL(target.device(), loss.count_targets)(target, classes, ignore_index, found);
+  auto verdict = [classes, ignore_index](const Tensor& answer) {
+    const backend::TargetCount counted = backend::target_count_of(answer.data<int64_t>("cross_entropy check"));
     CMHA_CHECK(counted.bad_row < 0, "cross_entropy: target " + std::to_string(counted.bad_value) + " in row " +
                                         std::to_string(counted.bad_row) + " is out of range for " +
                                         std::to_string(classes) + " classes (ignore_index is " +
                                         std::to_string(ignore_index) + ")");
     return counted.count;
   };
-  if (count) return check();
-  autograd::check_now_or_deferred(target.device(), [check] { check(); });
+  if (count) return verdict(found.to(Device::cpu()));  // the mean's divisor: read now
+  autograd::check_now_or_deferred(found, [verdict](const Tensor& answer) { verdict(answer); });
   return -1;
+}
+
+Tensor count_correct(const Tensor& pred, const Tensor& target, int64_t ignore_index) {
+  const Device dev = common_device("count_correct", {pred, target});
+  CMHA_CHECK(pred.numel() == target.numel(), "count_correct: pred " + pred.describe() + " and target " +
+                                                  target.describe() + " differ in size");
+  const Tensor p = pred.detach().to(DType::i64).contiguous(), t = target.detach().to(DType::i64).contiguous();
+  Tensor correct = Tensor::empty({}, DType::i64, dev);
+  CMHA_KERNEL(dev, loss.count_correct)(p, t, ignore_index, correct);
+  return correct;
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, float eps, int64_t ignore_index,

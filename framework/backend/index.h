@@ -14,11 +14,16 @@ struct OutOfRange {
   int64_t position = -1;  // flat, in the index tensor's row-major order
   int64_t value = 0;
 };
+// find_out_of_range's answer, once read on the host: found = {position, value}.
+inline OutOfRange out_of_range_of(const int64_t* found) { return {found[0], found[0] < 0 ? 0 : found[1]}; }
 
 struct IndexKernels {
   // The first element of idx (contiguous i64) outside [0, limit), scanning in
-  // order. Returns to the host (the ops' range checks: gather, embedding).
-  OutOfRange (*find_out_of_range)(const Tensor& idx, int64_t limit) = nullptr;
+  // order, written to found (i64 [2] on idx's device, preallocated) as
+  // {position, value}, position -1 when there is none (out_of_range_of reads
+  // it). Writes device memory only, so a GPU check does not make the host wait
+  // until its answer is read (autograd/deferred_checks.h).
+  void (*find_out_of_range)(const Tensor& idx, int64_t limit, const Tensor& found) = nullptr;
 
   // out = mask ? value : x elementwise. x: any dtype, any strides; mask: b8,
   // any strides, broadcasting to x's shape (dims aligned at the end, size 1 or

@@ -35,6 +35,7 @@
   X(layer_norm, forward) \
   X(layer_norm, backward) \
   X(loss, count_targets) \
+  X(loss, count_correct) \
   X(loss, cross_entropy_forward) \
   X(loss, cross_entropy_backward) \
   X(loss, soft_cross_entropy_forward) \
@@ -49,6 +50,7 @@
   X(optim, sum_squares) \
   X(optim, all_finite) \
   X(optim, scale) \
+  X(optim, clip_grad_norm) \
   X(random, uniform) \
   X(random, normal) \
   X(random, trunc_normal) \

@@ -24,12 +24,21 @@ struct TargetCount {
   int64_t bad_row = -1;
   int64_t bad_value = 0;  // that row's target
 };
+// count_targets' answer, once read on the host: found = {count, bad_row, bad_value}.
+inline TargetCount target_count_of(const int64_t* found) { return {found[0], found[1], found[1] < 0 ? 0 : found[2]}; }
 
 struct LossKernels {
   // Scans target [N] (contiguous i64) in row order: counts the rows with
   // target != ignore_index, stopping at the first row whose target is not
-  // ignore_index and outside [0, classes). Returns to the host (a check).
-  TargetCount (*count_targets)(const Tensor& target, int64_t classes, int64_t ignore_index) = nullptr;
+  // ignore_index and outside [0, classes). Writes {count, bad_row, bad_value}
+  // (bad_row -1: none) to found, i64 [3] on target's device, preallocated
+  // (target_count_of reads it): no host wait until it is read.
+  void (*count_targets)(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& found) = nullptr;
+  // correct[] = the rows i with target[i] != ignore_index and pred[i] ==
+  // target[i] (top-1 accuracy's count, kept on the device by the trainer until
+  // its log cadence). pred, target: contiguous i64 of one numel; correct: i64
+  // [] on their device, preallocated.
+  void (*count_correct)(const Tensor& pred, const Tensor& target, int64_t ignore_index, const Tensor& correct) = nullptr;
 
   // Label-smoothed cross-entropy (lse = log Σ exp z, t = target[i]):
   //   row_loss[i] = (1-ε)·(lse - z_t) + ε·(lse - mean_c z_c)

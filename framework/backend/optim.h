@@ -36,6 +36,11 @@ struct SgdStep {
   bool first = false;           // the buffer's first step: b ← g instead of μ·b + (1 - dampening)·g
 };
 
+// The gate of a step (the trainer's skip of a non-finite update, decided on
+// the device so that the host never waits for it): undefined, or an i64 [1]
+// tensor on the parameter's device holding the bits of a double (cmha has no
+// f64 dtype), the gradients' norm that clip_grad_norm wrote. adam_step,
+// sgd_step and ema_update change nothing when that double is not finite.
 struct OptimKernels {
   // One Adam/AdamW step of one parameter, in place, the operations of
   // torch.optim's _single_tensor_adam(w) per element:
@@ -47,15 +52,17 @@ struct OptimKernels {
   // param, grad, exp_avg, exp_avg_sq: contiguous f32 of one shape on one
   // device; param_bf16: undefined or contiguous bf16 of that shape there.
   void (*adam_step)(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                    const Tensor& param_bf16, const AdamStep& s) = nullptr;
+                    const Tensor& param_bf16, const AdamStep& s, const Tensor& gate) = nullptr;
   // One SGD step of one parameter, in place, as torch.optim's _single_tensor_sgd:
   //   d = g + wd·p;  with a buffer: b ← first ? d : μ·b + (1-dampening)·d,  d ← nesterov ? d + μ·b : b
   //   p ← p + neg_lr·d
   // param, grad and momentum_buffer (undefined: no momentum) contiguous f32 of one shape on one device.
-  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) = nullptr;
+  void (*sgd_step)(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s,
+                   const Tensor& gate) = nullptr;
   // shadow ← shadow·decay + one_minus_decay·param (timm's ModelEmaV2), in place;
   // both contiguous f32 of one shape on one device.
-  void (*ema_update)(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay) = nullptr;
+  void (*ema_update)(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay,
+                     const Tensor& gate) = nullptr;
   // Exchanges the elements of a and b, in place; contiguous f32 of one shape on one device.
   void (*swap)(const Tensor& a, const Tensor& b) = nullptr;
 
@@ -71,6 +78,12 @@ struct OptimKernels {
   bool (*all_finite)(const std::vector<Tensor>& xs) = nullptr;
   // x ← x·c for every element of every tensor, in place.
   void (*scale)(const std::vector<Tensor>& xs, float c) = nullptr;
+  // optim/clip.h's clipping on the device, the host never waiting for it:
+  //   norm = √(sum_squares(xs)) (double), written to `norm` (i64 [1] on the
+  //   tensors' device, preallocated: the double's bits, a step's gate);
+  //   when max_norm > 0, norm is finite and c = max_norm/(norm + 1e-6) < 1,
+  //   every x ← x·float(c). max_norm 0: the norm only.
+  void (*clip_grad_norm)(const std::vector<Tensor>& xs, double max_norm, const Tensor& norm) = nullptr;
 };
 
 }  // namespace cmha::backend

@@ -42,7 +42,7 @@ Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : Optimizer(std::
   }
 }
 
-void Adam::step() {
+void Adam::step(const Tensor& gate) {
   check_options(options_);
   const AdamOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -74,7 +74,7 @@ void Adam::step() {
     // A parameter with a bf16 working copy (bf16 autocast) gets it rewritten
     // in the same pass: the next forward reads it instead of converting p.
     const Tensor copy = backend::bf16_copy_to_rewrite(p);
-    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, copy, k);
+    CMHA_KERNEL(dev, optim.adam_step)(p, g, s.exp_avg, s.exp_avg_sq, copy, k, gate);
     p.bump_version();  // a graph still holding p would now backpropagate through other weights
     s.exp_avg.bump_version();
     s.exp_avg_sq.bump_version();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "backend/kernels.h"
 #include "optim/param_label.h"
@@ -55,6 +56,29 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (coef >= 1.0) return norm;
   CMHA_KERNEL(dev, optim.scale)(grads, static_cast<float>(coef));
   for (const Tensor& g : grads) g.bump_version();
+  return norm;
+}
+
+Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_norm) {
+  if (!(std::isfinite(max_norm) && max_norm >= 0.0)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", max_norm);
+    throw Error(std::string("clip_grad_norm: max_norm ") + buf + " must be a finite number >= 0 (0: no clipping)");
+  }
+  Device dev = params.empty() || !params.front().defined() ? Device::cpu() : params.front().device();
+  const std::vector<Tensor> grads = gradients(params, "clip_grad_norm", &dev);
+  Tensor norm = Tensor::empty({1}, DType::i64, dev);  // the double's bits (cmha has no f64 dtype)
+  CMHA_KERNEL(dev, optim.clip_grad_norm)(grads, max_norm, norm);
+  if (max_norm > 0.0)
+    for (const Tensor& g : grads) g.bump_version();  // scaled or not: the host does not know
+  return norm;
+}
+
+double norm_of(const Tensor& host_norm_bits) {
+  CMHA_CHECK(host_norm_bits.dtype() == DType::i64 && host_norm_bits.numel() == 1,
+             "norm_of: " + host_norm_bits.describe() + " is not a norm written by clip_grad_norm_on_device");
+  double norm = 0;
+  std::memcpy(&norm, host_norm_bits.data<int64_t>("norm_of"), sizeof norm);
   return norm;
 }
 

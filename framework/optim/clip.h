@@ -22,6 +22,15 @@ double grad_norm(const std::vector<Tensor>& params);
 // positive (to disable clipping, call grad_norm instead).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
+// clip_grad_norm without a host wait: the kernels (backend/optim.h,
+// optim.clip_grad_norm) scale the gradients on their device, and the norm
+// before clipping stays there, returned as the bits of a double in an i64 [1]
+// tensor (the gate of the optimiser's step: Optimizer::step). max_norm 0:
+// the norm only. norm_of reads it once on the host (a CPU tensor). The same
+// bits as clip_grad_norm / grad_norm on the CPU.
+Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_norm);
+double norm_of(const Tensor& host_norm_bits);
+
 // True when every element of every gradient is finite (parameters without a
 // gradient are skipped).
 bool all_finite(const std::vector<Tensor>& params);

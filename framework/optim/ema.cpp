@@ -53,7 +53,7 @@ void ExponentialMovingAverage::set_updates(int64_t n) {
   updates_ = n;
 }
 
-void ExponentialMovingAverage::update() {
+void ExponentialMovingAverage::update(const Tensor& gate) {
   CMHA_CHECK(!swapped_, "EMA: update() while the averaged weights are swapped in; call swap() first");
   const double decay = current_decay();
   // timm: ema·decay + (1 - decay)·param, both scalars as f32.
@@ -61,7 +61,7 @@ void ExponentialMovingAverage::update() {
   const float one_minus_d = static_cast<float>(1.0 - decay);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Device dev = common_device("EMA", {params_[i], shadow_[i]});
-    CMHA_KERNEL(dev, optim.ema_update)(shadow_[i], params_[i], d, one_minus_d);
+    CMHA_KERNEL(dev, optim.ema_update)(shadow_[i], params_[i], d, one_minus_d, gate);
     shadow_[i].bump_version();
   }
   ++updates_;

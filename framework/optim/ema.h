@@ -29,7 +29,8 @@ class ExponentialMovingAverage {
   ExponentialMovingAverage(const std::vector<Tensor>& params, EmaOptions options);
 
   // Folds the current weights into the shadow. In place, parallel over elements.
-  void update();
+  // gate: as Optimizer::step's (a non-finite norm leaves the shadow as it is; the update is counted).
+  void update(const Tensor& gate = Tensor());
   // The decay the next update() uses.
   double current_decay() const;
 

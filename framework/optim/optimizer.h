@@ -40,7 +40,11 @@ class Optimizer {
   virtual const char* name() const = 0;
   // One update of every parameter that has a gradient (the others, and their
   // state, are left as they are). In place, through the kernel table.
-  virtual void step() = 0;
+  // `gate` (backend/optim.h; undefined: none) is the gradients' norm as
+  // clip_grad_norm_on_device wrote it on the device: when it is not finite
+  // the kernels change no parameter and no moment, while the host, which
+  // never reads it, still counts the step (Adam's bias correction goes on).
+  virtual void step(const Tensor& gate = Tensor()) = 0;
   // The learning rate of the next steps (schedules set it before each step).
   virtual void set_lr(double lr) = 0;
   virtual double lr() const = 0;

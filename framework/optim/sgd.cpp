@@ -50,7 +50,7 @@ SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : Optimizer(std::move
   }
 }
 
-void SGD::step() {
+void SGD::step(const Tensor& gate) {
   check_options(options_);
   const SgdOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -81,7 +81,7 @@ void SGD::step() {
     k.neg_lr = static_cast<float>(-o.lr);
     k.nesterov = o.nesterov;
     k.first = first;
-    CMHA_KERNEL(dev, optim.sgd_step)(p, g, buffer, k);
+    CMHA_KERNEL(dev, optim.sgd_step)(p, g, buffer, k, gate);
     p.bump_version();  // a graph still holding p would now backpropagate through other weights
     if (buffer.defined()) buffer.bump_version();
   }

@@ -44,7 +44,7 @@ class SGD : public Optimizer {
   const char* name() const override { return "sgd"; }
   // One update of every parameter that has a gradient (the others, and their
   // state, are left as they are). In place, parallel over elements.
-  void step() override;
+  void step(const Tensor& gate = Tensor()) override;
   // The learning rate of the next steps (schedules set it before each step).
   void set_lr(double lr) override { options_.lr = lr; }
   double lr() const override { return options_.lr; }

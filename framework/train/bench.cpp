@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "autograd/deferred_checks.h"
@@ -70,7 +71,11 @@ BenchModel transformer_bench_model(const run::Recipe& recipe, Generator& init_ge
   b.units_per_rank = B * (T - 1);
   b.loss = [=] {
     Tensor states = m->forward_states(src, src_pad, tgt_in);  // [B, T-1, D], projected inside the loss as in training
-    return linear_cross_entropy(states.view({-1, cfg.d_model}), m->output_weight, labels, smoothing).loss;
+    // The mean over the B·(T-1) labels (none is padding), as a sum times a host
+    // number: a mean's divisor would be counted on the device and read (a host wait).
+    const Tensor sum = linear_cross_entropy(states.view({-1, cfg.d_model}), m->output_weight, labels, smoothing,
+                                            -100, Reduction::sum).loss;
+    return mul_scalar(sum, 1.0f / static_cast<float>(B * (T - 1)));
   };
   b.module = std::move(model);
   return b;
@@ -93,7 +98,10 @@ BenchModel vit_bench_model(const run::Recipe& recipe, Generator& init_gen, Gener
   b.attention = cfg.attention.type;
   b.units_per_rank = B;
   b.unit = "images";
-  b.loss = [=] { return cross_entropy(m->forward(images), labels, smoothing); };  // logits [B, classes]
+  b.loss = [=] {  // logits [B, classes]; the mean as a sum times a host number, as above
+    return mul_scalar(cross_entropy(m->forward(images), labels, smoothing, -100, Reduction::sum),
+                      1.0f / static_cast<float>(B));
+  };
   b.module = std::move(model);
   return b;
 }
@@ -164,6 +172,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t syncs_before = emulated_host_syncs();
     autograd::DeferredChecks device_checks;  // the ids' and targets' range checks, after the step (as the trainer)
+    std::optional<autograd::DeferredChecks::Scope> deferred(std::in_place, device_checks);
     autograd::AutocastGuard autocast(bf16);
     optimizer->zero_grad();
     Tensor loss = bench.loss();
@@ -179,6 +188,7 @@ BenchResult run_training_benchmark(const run::Recipe& recipe, int steps, int war
       optimizer->step();
     }
     const int64_t syncs = static_cast<int64_t>(emulated_host_syncs() - syncs_before);
+    deferred.reset();
     // Reading the loss waits for the device's queue: on a GPU the step ends there.
     const float l = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

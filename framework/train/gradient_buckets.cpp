@@ -37,6 +37,7 @@ struct GradientBuckets::State {
   std::vector<int64_t> bucket_of, offset_of, flag_of;  // per parameter: where it goes
   std::vector<Bucket> buckets;
   std::vector<char> packed;        // per parameter, this exchange
+  std::vector<char> local_grad;    // per parameter, this exchange: this rank had a gradient
   std::vector<int64_t> observed;   // ready order seen in the first exchange
   std::vector<int64_t> order;      // the buckets' parameter order
   bool armed = false, rebuilt = false;
@@ -59,6 +60,7 @@ struct GradientBuckets::State {
     offset_of.assign(n, 0);
     flag_of.assign(n, 0);
     packed.assign(n, 0);
+    local_grad.assign(n, 0);
     int64_t total = 0;
     for (const Tensor& p : params) total += p.numel() * static_cast<int64_t>(sizeof(float));
     const int64_t cap = std::min<int64_t>(opt.bucket_bytes, std::max<int64_t>(int64_t{1} << 20, total / 8));
@@ -94,6 +96,7 @@ struct GradientBuckets::State {
     if (g.defined()) g = g.contiguous();
     CMHA_KERNEL(dev, buckets.pack)(g, k.data, offset_of[i], params[i].numel(), flag_of[i]);
     packed[i] = 1;
+    local_grad[i] = g.defined();
     --k.pending;
   }
 
@@ -152,11 +155,16 @@ struct GradientBuckets::State {
       k.request.reset();
       if (opt.bf16) CMHA_KERNEL(dev, copy.copy)(k.data, k.wire);  // the bf16 sum, widened exactly
       const int64_t elements = k.data.numel() - static_cast<int64_t>(k.params.size());
-      // The summed flags, readable on the host (the bucket itself on the CPU).
-      const Tensor flags = k.data.slice(0, elements, k.data.numel()).to(Device::cpu());
-      const float* flag = flags.data<float>("GradientBuckets");
+      // The summed flags, readable on the host (the bucket itself on the CPU), are
+      // needed only for a parameter this rank had no gradient of: reading them
+      // would make a GPU step wait, and a local gradient makes its flag >= 1.
+      bool every_local = true;
+      for (int64_t i : k.params) every_local = every_local && local_grad[i];
+      const Tensor flags = every_local ? Tensor() : k.data.slice(0, elements, k.data.numel()).to(Device::cpu());
+      const float* flag = every_local ? nullptr : flags.data<float>("GradientBuckets");
       for (int64_t i : k.params) {
-        if (flag[flag_of[i] - elements] == 0.0f) continue;  // no rank had a gradient: keep none, as one process would
+        // No rank had a gradient: keep none, as one process would.
+        if (!local_grad[i] && flag[flag_of[i] - elements] == 0.0f) continue;
         Tensor g = params[i].grad();
         if (!g.defined()) {
           g = Tensor::empty(params[i].shape(), DType::f32, dev);
@@ -171,6 +179,7 @@ struct GradientBuckets::State {
     if (!rebuilt) rebuild_in_observed_order();
     for (Bucket& k : buckets) k.pending = static_cast<int64_t>(k.params.size());
     std::fill(packed.begin(), packed.end(), 0);
+    std::fill(local_grad.begin(), local_grad.end(), 0);
     next_launch = next_poke = 0;
     armed = false;
     exposed += seconds_since(t0);

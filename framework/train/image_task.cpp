@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "autograd/accuracy.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "run/checkpoint.h"
@@ -75,7 +76,7 @@ ImageClassificationTask::BatchAhead ImageClassificationTask::take_training_batch
   b.images = b.host.images.to(device_);
   if (b.host.erase.defined()) b.erase = b.host.erase.to(device_);
   if (b.host.targets.defined()) b.targets = b.host.targets.pinned().to(device_);
-  else b.labels = b.host.labels.pinned().to(device_);
+  b.labels = b.host.labels.pinned().to(device_);  // the loss's targets, or (mixed) the accuracy's
   return b;
 }
 
@@ -94,14 +95,8 @@ BatchLoss ImageClassificationTask::next_batch_loss() {
                                      : cross_entropy(logits, b.labels, label_smoothing_, -100, Reduction::sum);
   out.units = b.host.labels.numel();
   // Accuracy against the original labels (of the dominant image when mixed),
-  // read after the backward pass is queued.
-  out.count_correct = [pred = argmax(logits.detach(), 1), y = b.host.labels] {
-    const auto p = pred.to_i64_vector();
-    const auto labels = y.to_i64_vector();
-    double correct = 0;
-    for (size_t i = 0; i < labels.size(); ++i) correct += p[i] == labels[i];
-    return correct;
-  };
+  // counted on the device and read at the trainer's log cadence.
+  out.correct_count = count_correct(argmax(logits.detach(), 1), b.labels, -100);
   // The forward pass is queued: take and send the next batch while the GPU runs it.
   if (!device_.is_cpu() && train_->batch_index() < train_->batches_per_epoch()) {
     CopyAheadScope ahead;

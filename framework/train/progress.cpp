@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "train/trainer.h"
+
 namespace cmha::train {
 
 namespace {
@@ -306,6 +308,29 @@ void ProgressDisplay::finish() {
   clear();
   have_view_ = false;
   std::fflush(out_);
+}
+
+std::vector<std::string> summary_fields(const TrainSummary& s) {
+  std::string head = "cmha train: " + std::to_string(s.updates) + " updates in " + format_duration(s.seconds);
+  if (s.interrupted) head += " (interrupted)";
+  if (s.early_stopped) head += " (early stop: train.patience)";
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.0f %s/s", s.units_per_s, s.unit.c_str());
+  std::vector<std::string> f = {head, s.mid_epoch ? "in epoch " + std::to_string(s.epochs + 1)
+                                                   : std::to_string(s.epochs) + (s.epochs == 1 ? " epoch" : " epochs"),
+                                 rate};
+  if (!std::isnan(s.best)) f.push_back("best " + format_metric(s.best_metric, s.best));
+  f.push_back(std::to_string(s.skipped_updates) + " skipped");
+  if (s.peak_rss_mb > 0) {
+    char rss[96];
+    if (s.peak_tensor_mb > 0)  // (the rest: the block cache's free blocks, the allocator, code and data)
+      std::snprintf(rss, sizeof rss, "peak memory %.0f MB (CPU tensors %.0f MB)", s.peak_rss_mb, s.peak_tensor_mb);
+    else
+      std::snprintf(rss, sizeof rss, "peak memory %.0f MB", s.peak_rss_mb);
+    f.push_back(rss);
+  }
+  f.push_back("last checkpoint " + s.last_checkpoint);
+  return f;
 }
 
 }  // namespace cmha::train

@@ -16,10 +16,10 @@ struct BatchLoss {
   Tensor loss_sum;     // [] summed over the batch's units (the trainer divides by the global unit count)
   int64_t units = 0;   // target tokens or samples in this micro-batch
   double correct = 0;  // optional: correctly predicted units (top-1 accuracy)
-  // Optional, added to `correct`: counts them from the predictions once the
-  // trainer has queued the backward pass, so that reading the predictions
-  // of a GPU batch does not make the host wait between forward and backward.
-  std::function<double()> count_correct;
+  // Optional, added to `correct`: the count on the loss's device (i64 [],
+  // count_correct in autograd/ops.h), which the trainer reads with the losses
+  // at its log cadence, so that a GPU step never waits for the predictions.
+  Tensor correct_count;
 };
 
 class Task {

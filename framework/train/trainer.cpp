@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "autograd/deferred_checks.h"
@@ -30,6 +29,7 @@
 #include "tensor/storage.h"
 #include "train/gradient_buckets.h"
 #include "train/progress.h"
+#include "train/update_tally.h"
 
 namespace cmha::train {
 
@@ -183,6 +183,7 @@ struct Trainer::Impl {
   // Non-finite weights are never written (a diverged run's checkpoint would pass for progress);
   // every rank holds the same weights, so every rank throws.
   void save(const std::string& name) {
+    resolve();  // the checks, skipped updates and counts it stores
     std::vector<Tensor> weights;
     for (auto& [n, p] : params) weights.push_back(p);
     if (ema) weights.insert(weights.end(), ema->shadow().begin(), ema->shadow().end());
@@ -298,6 +299,7 @@ struct Trainer::Impl {
 
   // `epoch_number`: the 1-based epoch the current update belongs to (at an epoch's end, that epoch).
   std::map<std::string, double> validate(int64_t epoch_number) {
+    resolve();
     backend::ProfilePhase phase("validate");
     display.note("validating at update " + std::to_string(update) + " ...");
     auto m = task.validate();
@@ -333,11 +335,6 @@ struct Trainer::Impl {
 
   // ---- the run: start, then updates until done, then the summary ----
 
-  // What the micro-batches of one update add up to, on this rank, then over all ranks.
-  struct UpdateTotals {
-    double loss = 0, units = 0, correct = 0;
-    bool stop = false;  // a stop request on any rank
-  };
   // Throughput counts training time only: validation and checkpoints are left out.
   struct Window {
     double loss = 0, units = 0, correct = 0, seconds = 0;
@@ -349,6 +346,11 @@ struct Trainer::Impl {
   Window window;
   double total_units = 0, total_seconds = 0;
   bool profile = false;
+  // What the updates since the last resolve() left on the device, and the
+  // range checks of their ids and targets (autograd/deferred_checks.h).
+  UpdateTally tally;
+  autograd::DeferredChecks device_checks;
+  double last_loss = NAN, last_gnorm = NAN;  // of the last window read (the progress bar between log lines)
 
   TrainSummary run() {
     start();
@@ -358,15 +360,17 @@ struct Trainer::Impl {
         continue;
       }
       const auto t_update = SteadyClock::now();
-      const UpdateTotals mine = forward_backward();      // update_freq micro-batches on this rank
-      const UpdateTotals all = exchange(mine);           // summed over ranks; gradients all-reduced and scaled
-      const double gnorm = clip_gradients();
-      if (!finite_update(all.loss, gnorm)) continue;     // skipped, counted, stops after max_nonfinite in a row
-      const double lr = step_optimizer();                // schedule, optimiser, EMA; ++update
-      account(all, SteadyClock::now() - t_update);
-      log_progress(lr, gnorm);
+      UpdateTallyEntry entry;
+      forward_backward(entry);                             // update_freq micro-batches on this rank
+      const bool stop = exchange(entry);                   // units over ranks; gradients all-reduced and scaled
+      entry.norm = clip_gradients();                       // on the device: the gate of the step
+      const double lr = step_optimizer(entry.norm);        // schedule, optimiser, EMA; ++update
+      entry.update = update;
+      entry.seconds = std::chrono::duration<double>(SteadyClock::now() - t_update).count();
+      tally.add(std::move(entry));
+      log_progress(lr);
       validate_and_save_on_cadence();
-      if (all.stop) {
+      if (stop) {
         save(checkpoint_name(update));
         summary.interrupted = true;
         break;
@@ -444,12 +448,12 @@ struct Trainer::Impl {
     return done();
   }
 
-  // Forward and backward passes of update_freq micro-batches; gradients accumulate in the parameters.
-  UpdateTotals forward_backward() {
+  // Forward and backward passes of update_freq micro-batches; gradients
+  // accumulate in the parameters, losses and counts stay on the device.
+  void forward_backward(UpdateTallyEntry& entry) {
     for (auto& [n, p] : params) p.zero_grad();
-    UpdateTotals t;
-    // Range checks of device ids and targets run after the update's work is queued, not before its forward pass.
-    autograd::DeferredChecks device_checks;
+    // Range checks of device ids and targets run at the log cadence (resolve), not before the forward pass.
+    const autograd::DeferredChecks::Scope deferred(device_checks);
     for (int64_t k = 0; k < update_freq && task.has_next_batch(); ++k) {
       device_checks.set_batch("update " + std::to_string(update + 1) + "'s batch " + std::to_string(k + 1));
       autograd::AutocastGuard autocast(bf16);
@@ -457,86 +461,95 @@ struct Trainer::Impl {
       // Gradients leave the rank only in the update's last backward pass.
       if (k + 1 == update_freq || !task.has_next_batch()) buckets->arm();
       b.loss_sum.backward();
-      t.loss += b.loss_sum.item();
-      t.units += static_cast<double>(b.units);
-      t.correct += b.correct + (b.count_correct ? b.count_correct() : 0.0);
+      entry.batches.push_back({b.loss_sum.detach(), b.correct, b.correct_count});
+      entry.units += static_cast<double>(b.units);  // this rank's, until exchange()
     }
-    device_checks.run();
-    t.stop = hooks.stop_requested && hooks.stop_requested();
-    return t;
   }
 
-  // Sums the counts over ranks, then averages the gradients by the global unit count,
-  // so the update equals one process with the whole batch. A stop request on any rank
-  // stops every rank after this update.
-  UpdateTotals exchange(const UpdateTotals& mine) {
-    double totals[4] = {mine.loss, mine.units, mine.correct, mine.stop ? 1.0 : 0.0};
-    comm.all_reduce(totals, 4, distributed::ReduceOp::sum);
+  // Sums the unit counts (host numbers) over ranks, then averages the
+  // gradients by the global count, so the update equals one process with the
+  // whole batch. True when any rank was asked to stop (it stops every rank
+  // after this update).
+  bool exchange(UpdateTallyEntry& entry) {
+    const bool stop = hooks.stop_requested && hooks.stop_requested();
+    double totals[2] = {entry.units, stop ? 1.0 : 0.0};
+    comm.all_reduce(totals, 2, distributed::ReduceOp::sum);
     backend::ProfilePhase phase("exchange");  // the gradient all-reduce left after backward, and the scaling
-    buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[1])));
-    return {totals[0], totals[1], totals[2], totals[3] > 0};
+    buckets->finish(static_cast<float>(1.0 / std::max(1.0, totals[0])));
+    entry.units = totals[0];
+    return totals[1] > 0;
   }
 
-  // The gradients' global norm, after clipping to train.clip_norm when set.
-  double clip_gradients() {
+  // The gradients' global norm (the bits of a double, on their device), after
+  // clipping them to train.clip_norm when set; nothing is read on the host.
+  Tensor clip_gradients() {
     backend::ProfilePhase phase("optimizer");
     std::vector<Tensor> ps;
     for (auto& [n, p] : params) ps.push_back(p);
-    return clip_norm > 0 ? optim::clip_grad_norm(ps, clip_norm) : optim::grad_norm(ps);
+    return optim::clip_grad_norm_on_device(ps, clip_norm > 0 ? clip_norm : 0.0);
   }
 
-  // False for an update with a non-finite loss or gradient: skipped, and after
-  // train.max_nonfinite of them in a row the run stops with an error.
-  bool finite_update(double loss, double gnorm) {
-    if (std::isfinite(loss) && std::isfinite(gnorm)) {
+  // Reads what the updates since the last call left on the device (one host
+  // wait per dtype) and runs the deferred range checks: at the log cadence,
+  // before a validation or a checkpoint, at the end. An update whose
+  // gradient norm was not finite was skipped by the optimiser's gate (it
+  // changed no weight): it is counted, and after train.max_nonfinite of them
+  // in a row the run stops with an error.
+  void resolve() {
+    device_checks.run();
+    if (tally.empty()) return;
+    for (const ResolvedUpdate& r : tally.resolve(comm)) {
+      last_gnorm = r.gnorm;
+      if (!r.applied()) {
+        ++skipped;
+        ++nonfinite_in_row;
+        display.line("update " + std::to_string(r.update) + ": non-finite loss or gradient, skipped (" +
+                     std::to_string(nonfinite_in_row) + " in a row)");
+        CMHA_CHECK(nonfinite_in_row < max_nonfinite,
+                   std::to_string(nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
+                       saved_state());
+        continue;
+      }
       nonfinite_in_row = 0;
-      return true;
+      window.loss += r.loss;
+      window.units += r.units;
+      window.correct += r.correct;
+      window.seconds += r.seconds;
+      total_units += r.units;
+      total_seconds += r.seconds;
     }
-    ++skipped;
-    ++nonfinite_in_row;
-    display.line("update " + std::to_string(update + 1) + ": non-finite loss or gradient, skipped (" +
-                 std::to_string(nonfinite_in_row) + " in a row)");
-    CMHA_CHECK(nonfinite_in_row < max_nonfinite,
-               std::to_string(nonfinite_in_row) + " non-finite updates in a row (train.max_nonfinite): stopping; " +
-                   saved_state());
-    return false;
+    last_loss = window.loss / std::max(window.units, 1.0);
   }
 
   // The schedule's rate for this update, the optimiser's step and the EMA; the rate used.
-  double step_optimizer() {
+  // `gate`: the gradients' norm; the kernels skip the step when it is not finite.
+  double step_optimizer(const Tensor& gate) {
     const double lr = schedule->lr_at(update, static_cast<double>(update) / static_cast<double>(per_epoch));
     optimizer->set_lr(lr);
     {
       backend::ProfilePhase phase("optimizer");
-      optimizer->step();
-      if (ema) ema->update();
+      optimizer->step(gate);
+      if (ema) ema->update(gate);
     }
     ++update;
     summary.mid_epoch = true;
     return lr;
   }
 
-  void account(const UpdateTotals& all, SteadyClock::duration took) {
-    const double seconds = std::chrono::duration<double>(took).count();
-    window.loss += all.loss;
-    window.units += all.units;
-    window.correct += all.correct;
-    window.seconds += seconds;
-    total_units += all.units;
-    total_seconds += seconds;
-  }
-
-  // The progress bar on a terminal; every train.log_every updates a metrics row and a kept line.
-  void log_progress(double lr, double gnorm) {
+  // The progress bar on a terminal (between log lines, with the loss and
+  // norm of the last window read: reading them each update would make a GPU
+  // step wait); every train.log_every updates a metrics row and a kept line.
+  void log_progress(double lr) {
     const bool log_now = update % log_every == 0;
     if (!log_now && !display.interactive()) return;
+    if (log_now) resolve();
     ProgressView v;
     v.update = update;
     v.planned = planned;
     v.epoch = epoch + 1;
-    v.loss = window.loss / std::max(window.units, 1.0);
+    v.loss = last_loss;
     v.lr = lr;
-    v.gnorm = gnorm;
+    v.gnorm = last_gnorm;
     v.rate = window.units / std::max(window.seconds, 1e-9);
     v.unit = task.unit_name();
     // ETA from the mean wall time of this session's updates (validations included: they recur).
@@ -546,7 +559,7 @@ struct Trainer::Impl {
     display.bar(v);
     if (!log_now) return;
     log_row({{"split", "train"}, {"update", update}, {"epoch", v.epoch}, {"loss", v.loss},
-             {"top1", 100.0 * window.correct / std::max(window.units, 1.0)}, {"lr", lr}, {"gnorm", gnorm},
+             {"top1", 100.0 * window.correct / std::max(window.units, 1.0)}, {"lr", lr}, {"gnorm", v.gnorm},
              {v.unit + "_per_s", v.rate}, {"skipped_updates", skipped}});
     display.line(render_log_line(v, display.interactive() ? static_cast<size_t>(terminal_width() - 1) : 0));
     window = {};
@@ -562,6 +575,7 @@ struct Trainer::Impl {
   }
 
   TrainSummary finish() {
+    resolve();
     display.finish();
     if (!summary.interrupted && !summary.early_stopped && saved_update != update)
       save(checkpoint_name(update));  // the final state, when the run stopped between epochs
@@ -591,28 +605,5 @@ Trainer::Trainer(const run::Recipe& recipe, Task& task, distributed::Communicato
 Trainer::~Trainer() = default;
 
 TrainSummary Trainer::run() { return impl_->run(); }
-
-std::vector<std::string> summary_fields(const TrainSummary& s) {
-  std::string head = "cmha train: " + std::to_string(s.updates) + " updates in " + format_duration(s.seconds);
-  if (s.interrupted) head += " (interrupted)";
-  if (s.early_stopped) head += " (early stop: train.patience)";
-  char rate[64];
-  std::snprintf(rate, sizeof rate, "%.0f %s/s", s.units_per_s, s.unit.c_str());
-  std::vector<std::string> f = {head, s.mid_epoch ? "in epoch " + std::to_string(s.epochs + 1)
-                                                   : std::to_string(s.epochs) + (s.epochs == 1 ? " epoch" : " epochs"),
-                                 rate};
-  if (!std::isnan(s.best)) f.push_back("best " + format_metric(s.best_metric, s.best));
-  f.push_back(std::to_string(s.skipped_updates) + " skipped");
-  if (s.peak_rss_mb > 0) {
-    char rss[96];
-    if (s.peak_tensor_mb > 0)  // (the rest: the block cache's free blocks, the allocator, code and data)
-      std::snprintf(rss, sizeof rss, "peak memory %.0f MB (CPU tensors %.0f MB)", s.peak_rss_mb, s.peak_tensor_mb);
-    else
-      std::snprintf(rss, sizeof rss, "peak memory %.0f MB", s.peak_rss_mb);
-    f.push_back(rss);
-  }
-  f.push_back("last checkpoint " + s.last_checkpoint);
-  return f;
-}
 
 }  // namespace cmha::train

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/accuracy.h"
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "data/corpus_token_cache.h"
@@ -239,10 +240,8 @@ BatchLoss TranslationTask::next_batch_loss() {
   BatchLoss out;
   out.loss_sum = fused.loss;
   out.units = b.tgt_tokens;
-  // [B·T] predictions, read after the backward pass is queued.
-  out.count_correct = [pred = fused.predictions, y = batch.host.tgt_out.reshape({-1})] {
-    return count_correct(pred, y);
-  };
+  // Of the [B·T] predictions, counted on the device and read at the trainer's log cadence.
+  out.correct_count = cmha::count_correct(fused.predictions, b.tgt_out.reshape({-1}), data::SentencePieceVocab::kPad);
   // The forward pass is queued: make and send the next batch while the GPU runs it.
   if (!device_.is_cpu() && has_next_batch()) {
     CopyAheadScope ahead;

@@ -53,8 +53,14 @@ PARITY_TEST(FindOutOfRangeFindsTheFirst, "index.find_out_of_range") {
   for (const Case& c : cases) {
     Tensor idx = random_of({c.n}, DType::i64, 5 + c.n, 0.0, static_cast<double>(std::max<int64_t>(c.limit, 1)));
     for (const auto& [at, v] : c.bad) idx.data<int64_t>()[at] = v;
-    const backend::OutOfRange cpu = CMHA_KERNEL(Device::cpu(), index.find_out_of_range)(idx, c.limit);
-    const backend::OutOfRange gpu = CMHA_KERNEL(Device::cuda(0), index.find_out_of_range)(gpu_copy(idx), c.limit);
+    // Each answer is written into an i64 [2] tensor on the kernel's device (poisoned on the GPU first).
+    const auto found_on = [&](Device d, const Tensor& x) {
+      Tensor found = Tensor::full({2}, 12345.0, DType::i64, d);
+      CMHA_KERNEL(d, index.find_out_of_range)(x, c.limit, found);
+      return backend::out_of_range_of(found.to(Device::cpu()).data<int64_t>());
+    };
+    const backend::OutOfRange cpu = found_on(Device::cpu(), idx);
+    const backend::OutOfRange gpu = found_on(Device::cuda(0), gpu_copy(idx));
     EXPECT_EQ(gpu.position, cpu.position) << "n = " << c.n << ", limit " << c.limit;
     EXPECT_EQ(gpu.value, cpu.value) << "n = " << c.n << ", limit " << c.limit;
   }

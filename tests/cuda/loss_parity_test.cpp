@@ -41,7 +41,9 @@ Tensor targets(int64_t rows, int64_t classes, uint64_t seed, int64_t ignored, in
 }
 
 backend::TargetCount count_on(Device device, const Tensor& target, int64_t classes, int64_t ignore_index) {
-  return CMHA_KERNEL(device, loss.count_targets)(target.to(device), classes, ignore_index);
+  Tensor found = Tensor::full({3}, 12345.0, DType::i64, device);  // written by the kernel, read here
+  CMHA_KERNEL(device, loss.count_targets)(target.to(device), classes, ignore_index, found);
+  return backend::target_count_of(found.to(Device::cpu()).data<int64_t>());
 }
 
 void expect_count_matches(const std::vector<int64_t>& values, int64_t classes, int64_t ignore_index, Device gpu) {
@@ -158,6 +160,23 @@ PARITY_TEST(CountTargetsScansInRowOrder, "loss.count_targets") {
     expect_count_matches(t, 1000, kIgnore, gpu());
     t[1] = 2000;
     expect_count_matches(t, 1000, kIgnore, gpu());
+  }
+}
+
+PARITY_TEST(CountCorrectCountsLikeTheCpu, "loss.count_correct") {
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{70001}}) {
+    std::vector<int64_t> pred(static_cast<size_t>(n)), target(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      pred[static_cast<size_t>(i)] = (i * 7) % 5;
+      target[static_cast<size_t>(i)] = i % 11 == 3 ? 1 : (i * 3) % 5;  // 1: ignored below
+    }
+    const Tensor p = Tensor::from_vector_i64(pred, {n}), t = Tensor::from_vector_i64(target, {n});
+    const auto count_on = [&](Device d) {
+      Tensor out = Tensor::full({}, 12345.0, DType::i64, d);
+      CMHA_KERNEL(d, loss.count_correct)(p.to(d), t.to(d), 1, out);
+      return *out.to(Device::cpu()).data<int64_t>();
+    };
+    EXPECT_EQ(count_on(gpu()), count_on(Device::cpu())) << "n = " << n;
   }
 }
 

@@ -16,6 +16,7 @@
 // (typically ~√65536·1.1e-16 ≈ 3e-14): 1e-12 relative. A GPU result must be
 // the same on every run.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -74,13 +75,13 @@ PARITY_TEST(AdamStepIsTheCpus, "optim.adam_step") {
       const Tensor p = random_of({n}, DType::f32, 1), g = random_of({n}, DType::f32, 2);
       const Tensor m = random_of({n}, DType::f32, 3, -0.1, 0.1), v = random_of({n}, DType::f32, 4, 0.0, 0.01);
       const Tensor pc = p.clone(), mc = m.clone(), vc = v.clone(), copy_c = Tensor::empty({n}, DType::bf16);
-      CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, copy_c, s);
+      CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, copy_c, s, Tensor());
       const Tensor pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v);
       const Tensor copy_g = Tensor::empty({n}, DType::bf16, gpu());
-      CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, copy_g, s);
+      CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, copy_g, s, Tensor());
       // Without the copy: the same f32 bits as with it.
       const Tensor pg2 = on_gpu(p), mg2 = on_gpu(m), vg2 = on_gpu(v);
-      CMHA_KERNEL(gpu(), optim.adam_step)(pg2, on_gpu(g), mg2, vg2, Tensor(), s);
+      CMHA_KERNEL(gpu(), optim.adam_step)(pg2, on_gpu(g), mg2, vg2, Tensor(), s, Tensor());
       const Tensor pr = p.clone(), mr = m.clone(), vr = v.clone();
       for (int64_t k = 0; k < n; ++k)
         fused::adam_element(pr.data<float>()[k], g.data<float>()[k], mr.data<float>()[k], vr.data<float>()[k], s);
@@ -107,8 +108,8 @@ PARITY_TEST(AdamStepNonFiniteGradients, "optim.adam_step") {
   g.data<float>()[99] = -std::numeric_limits<float>::infinity();
   const Tensor p = random_of({100}, DType::f32, 6), m = Tensor::zeros({100}), v = Tensor::zeros({100});
   const Tensor pc = p.clone(), mc = m.clone(), vc = v.clone(), pg = on_gpu(p), mg = on_gpu(m), vg = on_gpu(v);
-  CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, Tensor(), adam_scalars(0.0f, 1.0f));
-  CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, Tensor(), adam_scalars(0.0f, 1.0f));
+  CMHA_KERNEL(Device::cpu(), optim.adam_step)(pc, g, mc, vc, Tensor(), adam_scalars(0.0f, 1.0f), Tensor());
+  CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, Tensor(), adam_scalars(0.0f, 1.0f), Tensor());
   EXPECT_TRUE(close_to_cpu(pg, pc, 1e-12));
   EXPECT_TRUE(close_to_cpu(mg, mc, 1e-12));
   EXPECT_TRUE(close_to_cpu(vg, vc, 1e-12));
@@ -129,9 +130,9 @@ PARITY_TEST(SgdStepIsTheCpus, "optim.sgd_step") {
       const Tensor p = random_of({n}, DType::f32, 7), g = random_of({n}, DType::f32, 8);
       const Tensor b = random_of({n}, DType::f32, 9, -0.5, 0.5);
       const Tensor pc = p.clone(), bc = momentum ? b.clone() : Tensor();
-      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(pc, g, bc, s);
+      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(pc, g, bc, s, Tensor());
       const Tensor pg = on_gpu(p), bg = momentum ? on_gpu(b) : Tensor();
-      CMHA_KERNEL(gpu(), optim.sgd_step)(pg, on_gpu(g), bg, s);
+      CMHA_KERNEL(gpu(), optim.sgd_step)(pg, on_gpu(g), bg, s, Tensor());
       const Tensor pr = p.clone(), br = b.clone();
       for (int64_t k = 0; k < n; ++k)
         fused::sgd_element(pr.data<float>()[k], g.data<float>()[k], momentum ? br.data<float>() + k : nullptr, s);
@@ -149,8 +150,8 @@ PARITY_TEST(EmaUpdateIsTheCpus, "optim.ema_update") {
   for (const int64_t n : kSizes) {
     const Tensor shadow = random_of({n}, DType::f32, 10), param = random_of({n}, DType::f32, 11);
     const Tensor sc = shadow.clone(), sg = on_gpu(shadow), sr = shadow.clone();
-    CMHA_KERNEL(Device::cpu(), optim.ema_update)(sc, param, decay, one_minus_decay);
-    CMHA_KERNEL(gpu(), optim.ema_update)(sg, on_gpu(param), decay, one_minus_decay);
+    CMHA_KERNEL(Device::cpu(), optim.ema_update)(sc, param, decay, one_minus_decay, Tensor());
+    CMHA_KERNEL(gpu(), optim.ema_update)(sg, on_gpu(param), decay, one_minus_decay, Tensor());
     for (int64_t k = 0; k < n; ++k)
       sr.data<float>()[k] = fused::ema_element(sr.data<float>()[k], param.data<float>()[k], decay, one_minus_decay);
     expect_step_parity(sg, sc, sr, "n = " + std::to_string(n));
@@ -245,4 +246,43 @@ PARITY_TEST(ScaleListIsTheCpus, "optim.scale") {
   CMHA_KERNEL(Device::cpu(), optim.scale)(cpu, 0.37f);
   CMHA_KERNEL(gpu(), optim.scale)(gpu_xs, 0.37f);
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_TRUE(same_as_cpu(gpu_xs[i], cpu[i])) << "tensor " << i;
+}
+
+// clip_grad_norm on the device: the norm's bits stay there, the scaling is
+// the host's arithmetic; a non-finite norm leaves the gradients as they are
+// and closes the gate of the steps (they change nothing).
+PARITY_TEST(ClipGradNormOnTheDevice, "optim.clip_grad_norm") {
+  const auto clip_on = [](Device d, const std::vector<Tensor>& xs, double max_norm) {
+    Tensor norm = Tensor::full({1}, 7.0, DType::i64, d);
+    CMHA_KERNEL(d, optim.clip_grad_norm)(xs, max_norm, norm);
+    return norm;
+  };
+  const auto norm_value = [](const Tensor& bits) {
+    double v = 0;
+    std::memcpy(&v, bits.to(Device::cpu()).data<int64_t>(), sizeof v);
+    return v;
+  };
+  EXPECT_EQ(norm_value(clip_on(gpu(), {}, 1.0)), 0.0);
+  const std::vector<Tensor> xs = gradient_list(500);
+  for (const double max_norm : {0.0, 1e-3, 1e9}) {
+    std::vector<Tensor> cpu, gpu_xs = on_gpu_all(xs);
+    for (const Tensor& x : xs) cpu.push_back(x.clone());
+    const double nc = norm_value(clip_on(Device::cpu(), cpu, max_norm));
+    const double ng = norm_value(clip_on(gpu(), gpu_xs, max_norm));
+    EXPECT_NEAR(ng, nc, 1e-12 * nc) << "max_norm " << max_norm;
+    EXPECT_EQ(nc, std::sqrt(CMHA_KERNEL(Device::cpu(), optim.sum_squares)(xs)));
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_TRUE(close_to_cpu(gpu_xs[i], cpu[i], 1e-6)) << "tensor " << i;
+  }
+  // A NaN gradient: the norm is NaN, nothing is scaled, and a gated Adam step changes nothing.
+  std::vector<Tensor> bad = gradient_list(600);
+  bad[1].data<float>()[5] = NAN;
+  std::vector<Tensor> bad_gpu = on_gpu_all(bad);
+  const Tensor gate = clip_on(gpu(), bad_gpu, 1e-3);
+  EXPECT_TRUE(std::isnan(norm_value(gate)));
+  EXPECT_TRUE(same_as_cpu(bad_gpu[0], bad[0]));
+  const Tensor p = random_of({64}, DType::f32, 7), g = random_of({64}, DType::f32, 8);
+  const Tensor pg = on_gpu(p), mg = on_gpu(Tensor::zeros({64})), vg = on_gpu(Tensor::zeros({64}));
+  CMHA_KERNEL(gpu(), optim.adam_step)(pg, on_gpu(g), mg, vg, Tensor(), adam_scalars(0.0f, 1.0f), gate);
+  EXPECT_TRUE(same_as_cpu(pg, p));
+  EXPECT_TRUE(same_as_cpu(mg, Tensor::zeros({64})));
 }

@@ -58,8 +58,8 @@ TEST_F(CpuFusedArithmetic, AdamStep) {
         const Tensor pr = p.clone(), mr = m.clone(), vr = v.clone();
         // Once without and once with the bf16 working copy: the same f32 bits either way.
         const Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone(), copy = Tensor::empty({n}, DType::bf16);
-        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, Tensor(), s);
-        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p2, g, m2, v2, copy, s);
+        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p, g, m, v, Tensor(), s, Tensor());
+        CMHA_KERNEL(Device::cpu(), optim.adam_step)(p2, g, m2, v2, copy, s, Tensor());
         for (int64_t k = 0; k < n; ++k)
           fused::adam_element(pr.data<float>()[k], g.data<float>()[k], mr.data<float>()[k], vr.data<float>()[k], s);
         EXPECT_TRUE(fused::same_bits(p, pr) && fused::same_bits(m, mr) && fused::same_bits(v, vr))
@@ -84,7 +84,7 @@ TEST_F(CpuFusedArithmetic, SgdStep) {
     for (const int64_t n : kSizes) {
       const Tensor p = random_tensor({n}, 5), g = random_tensor({n}, 6), b = random_tensor({n}, 7);
       const Tensor pr = p.clone(), br = b.clone();
-      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(p, g, momentum ? b : Tensor(), s);
+      CMHA_KERNEL(Device::cpu(), optim.sgd_step)(p, g, momentum ? b : Tensor(), s, Tensor());
       for (int64_t k = 0; k < n; ++k)
         fused::sgd_element(pr.data<float>()[k], g.data<float>()[k], momentum ? br.data<float>() + k : nullptr, s);
       EXPECT_TRUE(fused::same_bits(p, pr) && fused::same_bits(b, br)) << "config " << config << ", n = " << n;
@@ -95,7 +95,7 @@ TEST_F(CpuFusedArithmetic, SgdStep) {
 TEST_F(CpuFusedArithmetic, EmaUpdate) {
   for (const int64_t n : kSizes) {
     const Tensor shadow = random_tensor({n}, 8), param = random_tensor({n}, 9), sr = shadow.clone();
-    CMHA_KERNEL(Device::cpu(), optim.ema_update)(shadow, param, 0.9997f, static_cast<float>(1.0 - 0.9997));
+    CMHA_KERNEL(Device::cpu(), optim.ema_update)(shadow, param, 0.9997f, static_cast<float>(1.0 - 0.9997), Tensor());
     for (int64_t k = 0; k < n; ++k)
       sr.data<float>()[k] =
           fused::ema_element(sr.data<float>()[k], param.data<float>()[k], 0.9997f, static_cast<float>(1.0 - 0.9997));

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "autograd/accuracy.h"
 #include "autograd/ops.h"
 #include "backend/kernels.h"
 #include "support/check.h"
@@ -72,20 +73,41 @@ TEST(KernelEntries, DropoutForwardWritesTheOpsMaskAndOutput) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dv[i], m[i] ? gv[i] * 2.0f : 0.0f) << i;
 }
 
+// The checks write their answers into tensors (on a GPU: device memory the host reads later).
+backend::OutOfRange out_of_range_on_cpu(const Tensor& idx, int64_t limit) {
+  Tensor found = Tensor::full({2}, 7.0, DType::i64);  // overwritten
+  CMHA_KERNEL(Device::cpu(), index.find_out_of_range)(idx, limit, found);
+  return backend::out_of_range_of(found.data<int64_t>());
+}
+backend::TargetCount targets_on_cpu(const Tensor& target, int64_t classes) {
+  Tensor found = Tensor::full({3}, 7.0, DType::i64);
+  CMHA_KERNEL(Device::cpu(), loss.count_targets)(target, classes, -100, found);
+  return backend::target_count_of(found.data<int64_t>());
+}
+
 TEST(KernelEntries, RangeChecksReportTheFirstBadElement) {
   Tensor idx = Tensor::from_vector_i64({0, 4, 5, -1, 9}, {5});
-  backend::OutOfRange r = CMHA_KERNEL(Device::cpu(), index.find_out_of_range)(idx, 5);
+  backend::OutOfRange r = out_of_range_on_cpu(idx, 5);
   EXPECT_EQ(r.position, 2);
   EXPECT_EQ(r.value, 5);
-  EXPECT_EQ(CMHA_KERNEL(Device::cpu(), index.find_out_of_range)(idx.slice(0, 0, 2), 5).position, -1);
+  EXPECT_EQ(out_of_range_on_cpu(idx.slice(0, 0, 2).contiguous(), 5).position, -1);
+  EXPECT_EQ(out_of_range_on_cpu(Tensor::empty({0}, DType::i64), 5).position, -1);
 
   Tensor target = Tensor::from_vector_i64({1, -100, 2, 7, 3}, {5});
-  backend::TargetCount c = CMHA_KERNEL(Device::cpu(), loss.count_targets)(target, 4, -100);
+  backend::TargetCount c = targets_on_cpu(target, 4);
   EXPECT_EQ(c.bad_row, 3);
   EXPECT_EQ(c.bad_value, 7);
-  c = CMHA_KERNEL(Device::cpu(), loss.count_targets)(target, 8, -100);
+  c = targets_on_cpu(target, 8);
   EXPECT_EQ(c.bad_row, -1);
   EXPECT_EQ(c.count, 4);
+}
+
+TEST(KernelEntries, CorrectPredictionsAreCountedIntoATensor) {
+  Tensor pred = Tensor::from_vector_i64({1, 2, 3, 0, 5}, {5});
+  Tensor target = Tensor::from_vector_i64({1, 2, 0, 0, 5}, {5});
+  EXPECT_EQ(*count_correct(pred, target, -100).data<int64_t>(), 4);
+  EXPECT_EQ(*count_correct(pred, target, 0).data<int64_t>(), 3);  // the rows whose target is 0 are ignored
+  EXPECT_EQ(count_correct(pred, target, 0).dim(), 0);
 }
 
 TEST(KernelEntries, ReduceRowsSumsInF64AndAMeanOverNoRowsIsZero) {

@@ -106,7 +106,7 @@ TEST(KernelResources, EveryKernelFileHasAReportForEveryArchitecture) {
     archs_by_file[source];
     for (const KernelResources& k : parse_report(e.path())) archs_by_file[source].insert(k.arch);
   }
-  // The configured architectures ("80-real;90" by default) as ptxas names them.
+  // The configured architectures ("80-real,90" by default: CMAKE_CUDA_ARCHITECTURES with commas) as ptxas names them.
   std::set<std::string> all_archs;
   const std::string configured = CMHA_CUDA_ARCHITECTURES;
   static const std::regex number("[0-9]+");

@@ -12,12 +12,18 @@ namespace cmha::cpu {
 
 namespace {
 
-backend::OutOfRange find_out_of_range(const Tensor& idx, int64_t limit) {
+void find_out_of_range(const Tensor& idx, int64_t limit, const Tensor& found) {
   const int64_t* pi = idx.data<int64_t>("index check");
+  int64_t* pf = found.data<int64_t>("index check");
   const int64_t n = idx.numel();
+  pf[0] = -1;
+  pf[1] = 0;
   for (int64_t i = 0; i < n; ++i)
-    if (pi[i] < 0 || pi[i] >= limit) return {i, pi[i]};
-  return {};
+    if (pi[i] < 0 || pi[i] >= limit) {
+      pf[0] = i;
+      pf[1] = pi[i];
+      return;
+    }
 }
 
 // out[i] = mask[i] ? value : x[i], any dtype, mask broadcast to x's shape.

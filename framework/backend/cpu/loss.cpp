@@ -25,21 +25,33 @@ namespace cmha::cpu {
 
 namespace {
 
-backend::TargetCount count_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
+void count_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& found) {
   const int64_t* pt = target.data<int64_t>("cross_entropy");
+  int64_t* pf = found.data<int64_t>("cross_entropy");
   const int64_t N = target.numel();
-  backend::TargetCount r;
+  int64_t count = 0, bad_row = -1, bad_value = 0;
   for (int64_t i = 0; i < N; ++i) {
     const int64_t t = pt[i];
     if (t == ignore_index) continue;
     if (t < 0 || t >= classes) {
-      r.bad_row = i;
-      r.bad_value = t;
-      return r;
+      bad_row = i;
+      bad_value = t;
+      break;
     }
-    ++r.count;
+    ++count;
   }
-  return r;
+  pf[0] = count;
+  pf[1] = bad_row;
+  pf[2] = bad_value;
+}
+
+void count_correct(const Tensor& pred, const Tensor& target, int64_t ignore_index, const Tensor& correct) {
+  const int64_t* pp = pred.data<int64_t>("count_correct");
+  const int64_t* pt = target.data<int64_t>("count_correct");
+  const int64_t N = target.numel();
+  int64_t n = 0;
+  for (int64_t i = 0; i < N; ++i) n += pt[i] != ignore_index && pp[i] == pt[i];
+  *correct.data<int64_t>("count_correct") = n;
 }
 
 void cross_entropy_forward(const Tensor& zt, const Tensor& target, const Tensor& row_loss_t, const Tensor& max_t,
@@ -184,6 +196,7 @@ void reduce_rows(const Tensor& row_loss, const Tensor& out, double divisor) {
 backend::LossKernels loss_kernels() {
   backend::LossKernels k;
   k.count_targets = count_targets;
+  k.count_correct = count_correct;
   k.cross_entropy_forward = cross_entropy_forward;
   k.cross_entropy_backward = cross_entropy_backward;
   k.soft_cross_entropy_forward = soft_cross_entropy_forward;

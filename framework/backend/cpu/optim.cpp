@@ -2,6 +2,7 @@
 // weight average and the gradient-clipping reductions.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "backend/cpu/kernel_table.h"
@@ -13,6 +14,14 @@ namespace {
 // The per-parameter steps read and write three or four arrays per element,
 // so they split across threads from half the usual size.
 constexpr int64_t kStepParallelMin = kParallelMin / 2;
+
+// False when a step's gate (backend/optim.h) holds a non-finite norm: the step changes nothing.
+bool gate_open(const Tensor& gate) {
+  if (!gate.defined()) return true;
+  double norm = 0;
+  std::memcpy(&norm, gate.data<int64_t>("optimizer step gate"), sizeof norm);
+  return std::isfinite(norm);
+}
 
 // The loop of adam_step; with kBf16 it also stores the bf16 of each new value.
 template <bool kBf16>
@@ -37,7 +46,8 @@ void adam_loop(float* pw, const float* gw, float* m, float* v, bf16* pb, int64_t
 }
 
 void adam_step(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& param_bf16, const backend::AdamStep& s) {
+               const Tensor& param_bf16, const backend::AdamStep& s, const Tensor& gate) {
+  if (!gate_open(gate)) return;
   float* pw = param_t.data<float>("adam_step");
   const float* gw = grad_t.data<float>("adam_step");
   float* m = exp_avg.data<float>("adam_step");
@@ -52,7 +62,9 @@ void adam_step(const Tensor& param_t, const Tensor& grad_t, const Tensor& exp_av
   }
 }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const backend::SgdStep& s) {
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const backend::SgdStep& s,
+              const Tensor& gate) {
+  if (!gate_open(gate)) return;
   const float wd = s.weight_decay, mu = s.momentum, one_minus_damp = s.one_minus_dampening, neg_lr = s.neg_lr;
   const bool nesterov = s.nesterov, first = s.first;
   float* pw = param.data<float>("sgd_step");
@@ -71,7 +83,8 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   }
 }
 
-void ema_update(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay) {
+void ema_update(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay, const Tensor& gate) {
+  if (!gate_open(gate)) return;
   const float d = decay, one_minus_d = one_minus_decay;
   const float* p = param.data<float>("ema_update");
   float* s = shadow.data<float>("ema_update");
@@ -169,6 +182,14 @@ bool all_finite(const std::vector<Tensor>& xs) {
   return bad == 0;
 }
 
+void clip_grad_norm(const std::vector<Tensor>& xs, double max_norm, const Tensor& norm_bits) {
+  const double norm = std::sqrt(sum_squares(xs));
+  std::memcpy(norm_bits.data<int64_t>("clip_grad_norm"), &norm, sizeof norm);
+  if (!(max_norm > 0.0) || !std::isfinite(norm)) return;  // a non-finite norm: the trainer's gate skips the step
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) scale(xs, static_cast<float>(coef));
+}
+
 }  // namespace
 
 backend::OptimKernels optim_kernels() {
@@ -180,6 +201,7 @@ backend::OptimKernels optim_kernels() {
       .sum_squares = sum_squares,
       .all_finite = all_finite,
       .scale = scale,
+      .clip_grad_norm = clip_grad_norm,
   };
 }
 

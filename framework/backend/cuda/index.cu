@@ -47,29 +47,29 @@ __global__ void first_out_of_range_kernel(const int64_t* idx, int64_t n, int64_t
   if (threadIdx.x % 32 == 0 && mine != ULLONG_MAX) atomicMin(first, mine);
 }
 
-// found[1] = idx[found[0]] when a bad position was found.
+// found[1] = idx[found[0]] when a bad position was found, else 0 (found[0]
+// all ones: -1 as an i64).
 __global__ void out_of_range_value_kernel(const int64_t* idx, unsigned long long* found) {
-  if (found[0] != ULLONG_MAX) found[1] = static_cast<unsigned long long>(idx[found[0]]);
+  found[1] = found[0] != ULLONG_MAX ? static_cast<unsigned long long>(idx[found[0]]) : 0;
 }
 
-backend::OutOfRange find_out_of_range(const Tensor& idx, int64_t limit) {
+// Into found, on the device: the host reads it when it checks (autograd/deferred_checks.h).
+void find_out_of_range(const Tensor& idx, int64_t limit, const Tensor& found) {
   idx.check_dtype(DType::i64, "index check");
+  CMHA_CHECK(found.dtype() == DType::i64 && found.numel() == 2 && found.device() == idx.device(),
+             "index check: found " + found.describe() + " must be i64 [2] on " + idx.device().str());
   const int64_t n = idx.numel();
-  if (n == 0) return {};
   // [position, value], position all ones until a bad element is found.
-  const Tensor found = Tensor::empty({2}, DType::i64, idx.device());
   auto* pf = static_cast<unsigned long long*>(found.raw_data());
   const auto* pi = static_cast<const int64_t*>(idx.raw_data());
   const cudaStream_t stream = launch_stream(idx);
   cuda_check(cudaMemsetAsync(pf, 0xff, 2 * sizeof(int64_t), stream), "cudaMemsetAsync", "index check");
-  first_out_of_range_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pi, n, limit, pf);
-  check_launch("index.find_out_of_range");
+  if (n > 0) {
+    first_out_of_range_kernel<<<blocks_for(n), kThreads, 0, stream>>>(pi, n, limit, pf);
+    check_launch("index.find_out_of_range");
+  }
   out_of_range_value_kernel<<<1, 1, 0, stream>>>(pi, pf);
   check_launch("index.find_out_of_range");
-  unsigned long long host[2];
-  cuda_copy_to_host(host, pf, sizeof(host), idx.device().index);  // waits for the stream
-  if (host[0] == ULLONG_MAX) return {};
-  return {static_cast<int64_t>(host[0]), static_cast<int64_t>(host[1])};
 }
 
 // ---- masked_fill ------------------------------------------------------------------

@@ -8,8 +8,8 @@
 // the backwards recompute p_c = exp((z_c - max) - log_sum).
 // The hard-target backward is elementwise given those: a thread per logit.
 // count_targets and reduce_rows run one block each (the order of
-// reduce_rows' f64 sum is fixed by the row count alone) and the count comes
-// back to the host with cuda_copy_to_host.
+// reduce_rows' f64 sum is fixed by the row count alone); the count stays in
+// device memory until the host reads it.
 #include <climits>
 #include <cmath>
 
@@ -58,21 +58,40 @@ __global__ void __launch_bounds__(kOneBlock) count_targets_kernel(const int64_t*
   }
 }
 
-backend::TargetCount count_targets(const Tensor& target, int64_t classes, int64_t ignore_index) {
-  backend::TargetCount r;
-  const int64_t n = target.numel();
-  if (n == 0) return r;
-  Tensor result = Tensor::empty({3}, DType::i64, target.device());
-  count_targets_kernel<<<1, kOneBlock, 0, launch_stream(target)>>>(static_cast<const int64_t*>(target.raw_data()), n,
-                                                                   classes, ignore_index,
-                                                                   static_cast<int64_t*>(result.raw_data()));
+// Into found, on the device: no host wait until it is read.
+void count_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const Tensor& found) {
+  CMHA_CHECK(found.dtype() == DType::i64 && found.numel() == 3 && found.device() == target.device(),
+             "loss.count_targets: found " + found.describe() + " must be i64 [3] on " + target.device().str());
+  count_targets_kernel<<<1, kOneBlock, 0, launch_stream(target)>>>(static_cast<const int64_t*>(target.raw_data()),
+                                                                   target.numel(), classes, ignore_index,
+                                                                   static_cast<int64_t*>(found.raw_data()));
   check_launch("loss.count_targets");
-  int64_t host[3];
-  cuda_copy_to_host(host, result.raw_data(), sizeof host, target.device().index);
-  r.count = host[0];
-  r.bad_row = host[1];
-  r.bad_value = host[2];
-  return r;
+}
+
+// *correct = the rows with target != ignore_index and pred == target (an
+// integer sum: exact in any order).
+__global__ void __launch_bounds__(kOneBlock) count_correct_kernel(const int64_t* pred, const int64_t* target, int64_t n, int64_t ignore_index,
+                                     unsigned long long* correct) {
+  __shared__ unsigned long long count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mine += target[i] != ignore_index && pred[i] == target[i];
+  atomicAdd(&count, mine);
+  __syncthreads();
+  if (threadIdx.x == 0) *correct = count;
+}
+
+void count_correct(const Tensor& pred, const Tensor& target, int64_t ignore_index, const Tensor& correct) {
+  CMHA_CHECK(pred.dtype() == DType::i64 && target.dtype() == DType::i64 && pred.numel() == target.numel() &&
+                 correct.dtype() == DType::i64 && correct.numel() == 1 && pred.device() == target.device() &&
+                 correct.device() == target.device(),
+             "loss.count_correct: pred " + pred.describe() + ", target " + target.describe() + " and correct " +
+                 correct.describe() + " must be i64 (correct one element) on one device, pred and target of one size");
+  count_correct_kernel<<<1, kOneBlock, 0, launch_stream(target)>>>(
+      static_cast<const int64_t*>(pred.raw_data()), static_cast<const int64_t*>(target.raw_data()), target.numel(),
+      ignore_index, static_cast<unsigned long long*>(correct.raw_data()));
+  check_launch("loss.count_correct");
 }
 
 // ---- hard-target cross-entropy ----
@@ -282,6 +301,7 @@ void reduce_rows(const Tensor& row_loss, const Tensor& out, double divisor) {
 backend::LossKernels loss_kernels() {
   backend::LossKernels k;
   k.count_targets = count_targets;
+  k.count_correct = count_correct;
   k.cross_entropy_forward = cross_entropy_forward;
   k.cross_entropy_backward = cross_entropy_backward;
   k.soft_cross_entropy_forward = soft_cross_entropy_forward;

@@ -25,12 +25,24 @@ namespace {
 
 // ---- the per-parameter steps ----
 
+// False when a step's gate (backend/optim.h: the bits of the gradients' norm,
+// null for none) is not finite: the step changes nothing.
+__device__ bool gate_open(const int64_t* gate) { return gate == nullptr || isfinite(__longlong_as_double(*gate)); }
+
+const int64_t* gate_data(const Tensor& gate, const Tensor& param, const char* op) {
+  if (!gate.defined()) return nullptr;
+  CMHA_CHECK(gate.device() == param.device() && gate.dtype() == DType::i64 && gate.numel() == 1,
+             std::string(op) + ": the gate " + gate.describe() + " must be i64 [1] on " + param.device().str());
+  return static_cast<const int64_t*>(gate.raw_data());
+}
+
 // torch.optim's _single_tensor_adam(w) per element, fused as the CPU build:
 //   g' = fma(l2, p, g);  p' = p·shrink;  m ← fma(m, β1, (1-β1)·g');  v ← fma(v, β2, ((1-β2)·g')·g')
 //   p ← p' + (neg_step_size·m) / (√v / bias2_sqrt + eps)
 // and param_bf16 ← bf16(p) when it is not null (the bf16 working copy).
 __global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                                 uint16_t* param_bf16, int64_t n, backend::AdamStep s) {
+                                 uint16_t* param_bf16, int64_t n, backend::AdamStep s, const int64_t* gate) {
+  if (!gate_open(gate)) return;
   CMHA_GRID_STRIDE(k, n) {
     const float p = param[k];
     const float g = s.l2 != 0.0f ? __fmaf_rn(s.l2, p, grad[k]) : grad[k];
@@ -50,7 +62,9 @@ __global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg
 //   d = fma(wd, p, g);  b ← first ? d : fma(b, μ, (1-dampening)·d);  d ← nesterov ? fma(μ, b, d) : b
 //   p ← fma(neg_lr, d, p)
 // buffer null: no momentum.
-__global__ void sgd_step_kernel(float* param, const float* grad, float* buffer, int64_t n, backend::SgdStep s) {
+__global__ void sgd_step_kernel(float* param, const float* grad, float* buffer, int64_t n, backend::SgdStep s,
+                                const int64_t* gate) {
+  if (!gate_open(gate)) return;
   CMHA_GRID_STRIDE(k, n) {
     const float p = param[k];
     float d = s.weight_decay != 0.0f ? __fmaf_rn(s.weight_decay, p, grad[k]) : grad[k];
@@ -64,7 +78,9 @@ __global__ void sgd_step_kernel(float* param, const float* grad, float* buffer, 
 }
 
 // shadow ← fma(shadow, decay, one_minus_decay·param), as the CPU build.
-__global__ void ema_update_kernel(float* shadow, const float* param, int64_t n, float decay, float one_minus_decay) {
+__global__ void ema_update_kernel(float* shadow, const float* param, int64_t n, float decay, float one_minus_decay,
+                                  const int64_t* gate) {
+  if (!gate_open(gate)) return;
   CMHA_GRID_STRIDE(k, n) shadow[k] = __fmaf_rn(shadow[k], decay, __fmul_rn(one_minus_decay, param[k]));
 }
 
@@ -82,7 +98,7 @@ void check_same_size(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& param_bf16, const backend::AdamStep& s) {
+               const Tensor& param_bf16, const backend::AdamStep& s, const Tensor& gate) {
   for (const Tensor* t : {&grad, &exp_avg, &exp_avg_sq}) check_same_size("adam_step", param, *t);
   float* p = device_data<float>(param, "adam_step");
   const float* g = device_data<float>(grad, "adam_step");
@@ -95,11 +111,13 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   }
   const int64_t n = param.numel();
   if (n == 0) return;
-  adam_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, m, v, pb, n, s);
+  adam_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, m, v, pb, n, s,
+                                                                        gate_data(gate, param, "adam_step"));
   check_launch("adam_step_kernel");
 }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const backend::SgdStep& s) {
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const backend::SgdStep& s,
+              const Tensor& gate) {
   check_same_size("sgd_step", param, grad);
   if (momentum_buffer.defined()) check_same_size("sgd_step", param, momentum_buffer);
   float* p = device_data<float>(param, "sgd_step");
@@ -107,17 +125,19 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   float* b = momentum_buffer.defined() ? device_data<float>(momentum_buffer, "sgd_step") : nullptr;
   const int64_t n = param.numel();
   if (n == 0) return;
-  sgd_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, b, n, s);
+  sgd_step_kernel<<<blocks_for(n), kThreads, 0, launch_stream(param)>>>(p, g, b, n, s,
+                                                                       gate_data(gate, param, "sgd_step"));
   check_launch("sgd_step_kernel");
 }
 
-void ema_update(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay) {
+void ema_update(const Tensor& shadow, const Tensor& param, float decay, float one_minus_decay, const Tensor& gate) {
   check_same_size("ema_update", shadow, param);
   float* s = device_data<float>(shadow, "ema_update");
   const float* p = device_data<float>(param, "ema_update");
   const int64_t n = param.numel();
   if (n == 0) return;
-  ema_update_kernel<<<blocks_for(n), kThreads, 0, launch_stream(shadow)>>>(s, p, n, decay, one_minus_decay);
+  ema_update_kernel<<<blocks_for(n), kThreads, 0, launch_stream(shadow)>>>(s, p, n, decay, one_minus_decay,
+                                                                          gate_data(gate, param, "ema_update"));
   check_launch("ema_update_kernel");
 }
 
@@ -205,6 +225,46 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(const Chunk* chunks, fl
   for (int64_t k = threadIdx.x; k < c.n; k += blockDim.x) c.data[k] = __fmul_rn(c.data[k], factor);
 }
 
+// norm = √(Σ sums[c]) with the chunk sums added in list order (one thread,
+// as the host adds them), written as a double into *norm.
+__global__ void norm_of_sums_kernel(const double* sums, int64_t chunks, double* norm) {
+  double sum = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) sum += sums[c];
+  *norm = sqrt(sum);
+}
+
+// clip_grad_norm's scaling: every x ← x·float(max_norm/(norm + 1e-6)) when
+// the norm is finite and that coefficient below 1 (the host's arithmetic, in double).
+__global__ void __launch_bounds__(kThreads) clip_kernel(const Chunk* chunks, const double* norm, double max_norm) {
+  const double n = *norm;
+  if (!isfinite(n)) return;
+  const double coef = max_norm / (n + 1e-6);
+  if (!(coef < 1.0)) return;
+  const float factor = static_cast<float>(coef);
+  const Chunk c = chunks[blockIdx.x];
+  for (int64_t k = threadIdx.x; k < c.n; k += blockDim.x) c.data[k] = __fmul_rn(c.data[k], factor);
+}
+
+void clip_grad_norm(const std::vector<Tensor>& xs, double max_norm, const Tensor& norm_bits) {
+  CMHA_CHECK(norm_bits.dtype() == DType::i64 && norm_bits.numel() == 1 && !norm_bits.device().is_cpu(),
+             "clip_grad_norm: the norm " + norm_bits.describe() + " must be i64 [1] on the device");
+  const ChunkTable table = chunk_table(xs, "clip_grad_norm", /*flags=*/0);
+  auto* norm = static_cast<double*>(norm_bits.raw_data());
+  const cudaStream_t stream = launch_stream(norm_bits);
+  // The chunk sums, one double each in i64 words (cmha has no f64 dtype); none: a zero norm.
+  const Tensor sums = Tensor::empty({std::max<int64_t>(table.chunks, 1)}, DType::i64, norm_bits.device());
+  if (table.chunks > 0) {
+    sum_squares_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(
+        table.chunk_data(), static_cast<double*>(sums.raw_data()));
+    check_launch("sum_squares_kernel");
+  }
+  norm_of_sums_kernel<<<1, 1, 0, stream>>>(static_cast<const double*>(sums.raw_data()), table.chunks, norm);
+  check_launch("norm_of_sums_kernel");
+  if (table.chunks == 0 || !(max_norm > 0.0)) return;
+  clip_kernel<<<static_cast<unsigned>(table.chunks), kThreads, 0, stream>>>(table.chunk_data(), norm, max_norm);
+  check_launch("clip_kernel");
+}
+
 double sum_squares(const std::vector<Tensor>& xs) {
   const ChunkTable table = chunk_table(xs, "sum_squares", /*flags=*/0);
   if (table.chunks == 0) return 0.0;
@@ -250,6 +310,7 @@ backend::OptimKernels optim_kernels() {
       .sum_squares = sum_squares,
       .all_finite = all_finite,
       .scale = scale,
+      .clip_grad_norm = clip_grad_norm,
   };
 }
 
