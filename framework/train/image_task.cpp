@@ -96,7 +96,8 @@ BatchLoss ImageClassificationTask::next_batch_loss() {
   out.units = b.host.labels.numel();
   // Accuracy against the original labels (of the dominant image when mixed),
   // counted on the device and read at the trainer's log cadence.
-  out.correct_count = count_correct(argmax(logits.detach(), 1), b.labels, -100);
+  // argmax reads f32: under bf16 the logits are bf16.
+  out.correct_count = count_correct(argmax(logits.detach().to(DType::f32), 1), b.labels, -100);
   // The forward pass is queued: take and send the next batch while the GPU runs it.
   if (!device_.is_cpu() && train_->batch_index() < train_->batches_per_epoch()) {
     CopyAheadScope ahead;

@@ -275,7 +275,7 @@ PARITY_TEST(ClipGradNormOnTheDevice, "optim.clip_grad_norm") {
   }
   // A NaN gradient: the norm is NaN, nothing is scaled, and a gated Adam step changes nothing.
   std::vector<Tensor> bad = gradient_list(600);
-  bad[1].data<float>()[5] = NAN;
+  bad[2].data<float>()[5] = NAN;  // bad[2] has 7 elements (bad[1] none)
   std::vector<Tensor> bad_gpu = on_gpu_all(bad);
   const Tensor gate = clip_on(gpu(), bad_gpu, 1e-3);
   EXPECT_TRUE(std::isnan(norm_value(gate)));
