@@ -304,10 +304,12 @@ TEST(ImageLoader, BatchesAreU8InAFixedPoolOfBuffers) {
       // One block per buffer, made when it was first used (17 samples: 5 batches an epoch).
       EXPECT_LE(loader.buffers().allocations(), capacity) << "workers " << workers << ", epoch " << epoch;
     }
-    const int64_t made = loader.buffers().allocations();
+    // Buffers are made lazily, up to the pool's capacity, when the workers run
+    // that far ahead (a slow, sanitized build reaches more of them later): never
+    // more, however many batches follow.
     loader.start_epoch(9);
     while (loader.next(b)) std::swap(b, ahead);
-    EXPECT_EQ(loader.buffers().allocations(), made) << "nothing allocated after the warm-up";
+    EXPECT_LE(loader.buffers().allocations(), capacity) << "nothing allocated past the pool's capacity";
   }
 }
 
