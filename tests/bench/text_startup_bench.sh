@@ -7,6 +7,7 @@
 # cache build of each (one rank: SentencePiece training and encoding).
 #
 #   tests/bench/text_startup_bench.sh OLD_CMHA NEW_CMHA [RANKS] [OLD_RANKS] [PAIRS]
+#   tests/bench/text_startup_bench.sh - NEW_CMHA ...       # this tree's side only
 #
 # The corpus: work/local_en_de/train.{en,de} (data/prepare_local_en_de.sh)
 # repeated to PAIRS pairs (default 4 500 000, WMT14 en-de's size) in a seeded
@@ -21,7 +22,9 @@
 # (the local dev split), whose difference is what the corpus adds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OLD=$(realpath "$1") NEW=$(realpath "$2") RANKS=${3:-8} OLD_RANKS=${4:-${3:-8}} PAIRS=${5:-4500000}
+OLD=$1 NEW=$(realpath "$2")
+[ "$OLD" = - ] || OLD=$(realpath "$OLD")
+RANKS=${3:-8} OLD_RANKS=${4:-${3:-8}} PAIRS=${5:-4500000}
 WORK=work/startup_bench
 mkdir -p "$WORK"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -46,8 +49,8 @@ echo "corpus: $(wc -l <"$WORK/train$PAIRS.en") pairs, $(du -m "$WORK/train$PAIRS
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), load before: $(uptime | sed 's/.*load average: //')"
 
 tiny=(model.d_model=64 model.ffn_dim=128 model.encoder_layers=1 model.decoder_layers=1 model.attention.key_dim=32
-      train.bf16=false train.log_every=1 train.save_every=1 train.validate_every=0 train.validate_epoch_ends=false
-      data.test_prefix= eval.valid_bleu=false)
+      train.bf16=false train.log_every=1 train.save_every=1 train.validate_every=1000 train.validate_epoch_ends=false
+      data.test_prefix= eval.valid_bleu=false lr.warmup=0)
 recipe=recipes/local/en_de_transformer_small.yaml
 
 # run BIN DIR PREFIX RANKS UPDATES [--resume]: prints each rank's line of text_startup_rank.py
@@ -59,7 +62,9 @@ run() {
     train.max_updates="$updates" --threads 1
 }
 
-for side in old new; do
+sides="old new"
+[ "$OLD" = - ] && sides=new
+for side in $sides; do
   bin=$OLD ranks=$OLD_RANKS
   [ "$side" = new ] && bin=$NEW ranks=$RANKS
   rm -rf "$WORK/run_$side" "$WORK/small_$side"
