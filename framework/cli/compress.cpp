@@ -2,7 +2,7 @@
 // by CP decomposition of the per-head query/key products (compress/).
 // cmha compress CKPT --key-dim D1,D2,... --finetune U [key.path=value ...] -o DIR:
 // that for each D, scored before and after U updates of fine-tuning
-// (train/compress_finetune.h), a table and a plot.
+// (study/compress_finetune.h), a table and a plot.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,7 +16,8 @@
 #include "nn/attention/registry.h"
 #include "run/finetune_recipe.h"
 #include "run/options.h"
-#include "train/compress_finetune.h"
+#include "run/run_dir.h"
+#include "study/compress_finetune.h"
 #include "tensor/error.h"
 
 namespace cmha::cli {
@@ -73,9 +74,9 @@ std::vector<std::string> split_commas(const std::string& text) {
   return out;
 }
 
-// --finetune: the loop over D~k values (train/compress_finetune.h), its table, and its plot (plot_sweep.py).
-int compress_finetune(const train::CompressFinetuneOptions& options) {
-  const train::CompressFinetuneOutcome outcome = train::run_compress_finetune(options);
+// --finetune: the loop over D~k values (study/compress_finetune.h), its table, and its plot (plot_sweep.py).
+int compress_finetune(const study::CompressFinetuneOptions& options) {
+  const study::CompressFinetuneOutcome outcome = study::run_compress_finetune(options);
   if (outcome.interrupted) throw Interrupted{};
   std::fputs(outcome.table.c_str(), stdout);
   std::fprintf(stderr, "cmha compress: wrote %s and %s\n", outcome.csv_path.c_str(), outcome.md_path.c_str());
@@ -146,9 +147,9 @@ int compress_command(const Args& args) {
   const bool loop = cl.app().count("--finetune") > 0;
   CMHA_CHECK(!out.empty(), loop ? "cmha compress --finetune needs -o DIR" : "cmha compress needs -o OUT");
   if (loop) {
-    train::CompressFinetuneOptions o;
+    study::CompressFinetuneOptions o;
     o.checkpoint = input;
-    o.key_dims = train::parse_key_dim_list(key_dims);
+    o.key_dims = study::parse_key_dim_list(key_dims);
     o.compress = opt;
     o.finetune_updates = finetune;
     o.overrides = given.overrides;
@@ -174,12 +175,15 @@ int compress_command(const Args& args) {
   });
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   run::save_checkpoint(out, result);
+  // Its translations and its fine-tune use the original's SentencePiece pieces.
+  const bool spm = run::copy_spm_model_beside(input, std::filesystem::path(out).parent_path().string());
   const std::string recipe_out = run::write_finetune_recipe(out, result.recipe);
   int64_t before = 0, after = 0;
   for (const auto& [n, t] : in.weights) before += t.numel();
   for (const auto& [n, t] : result.weights) after += t.numel();
-  std::printf("wrote %s (%lld parameters, was %lld; %.2f s of CP-ALS)\nfine-tune with: cmha train %s\n", out.c_str(),
-              static_cast<long long>(after), static_cast<long long>(before), total, recipe_out.c_str());
+  std::printf("wrote %s (%lld parameters, was %lld; %.2f s of CP-ALS)%s\nfine-tune with: cmha train %s\n",
+              out.c_str(), static_cast<long long>(after), static_cast<long long>(before), total,
+              spm ? ", and the spm.model beside it" : "", recipe_out.c_str());
   return 0;
 }
 

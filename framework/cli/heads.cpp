@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -16,7 +15,9 @@
 #include "nn/vit.h"
 #include "tensor/error.h"
 #include "run/checkpoint.h"
-#include "train/head_importance.h"
+#include "eval/head_importance.h"
+#include "tensor/atomic_file.h"
+#include "train/classifier_evaluation.h"
 #include "train/image_pipeline.h"
 #include "train/image_task.h"
 #include "train/progress.h"
@@ -40,7 +41,7 @@ const char* kHeadsDescription =
 
 // The masking's progress: rewritten in place on a terminal; in a log (stderr not a terminal), a whole line
 // per head with its loss increase.
-void report_masked_head(const train::LayerImportance& l, int64_t h) {
+void report_masked_head(const eval::LayerImportance& l, int64_t h) {
   if (train::stderr_is_interactive())
     std::fprintf(stderr, "\rcmha heads: %s.%lld head %lld masked   ", l.place.c_str(), static_cast<long long>(l.layer),
                  static_cast<long long>(h));
@@ -57,8 +58,8 @@ struct ImportanceOptions {
 
 // The validation loss of a translation checkpoint's model as it is masked
 // now: nats per target piece over the sentence pairs of `prefix`.
-train::HeadImportance translation_importance(const std::string& path, const run::Recipe& r,
-                                             const ImportanceOptions& o, std::string* data_name) {
+eval::HeadImportance translation_importance(const std::string& path, const run::Recipe& r,
+                                            const ImportanceOptions& o, std::string* data_name) {
   const std::string prefix = o.data.empty() ? r.string("data.valid_prefix") : o.data;
   const std::string src_path = prefix + "." + r.string("data.source_lang"), tgt_path = prefix + "." + r.string("data.target_lang");
   std::vector<std::string> sources = data::read_text_lines(src_path), targets = data::read_text_lines(tgt_path);
@@ -83,39 +84,20 @@ train::HeadImportance translation_importance(const std::string& path, const run:
     for (size_t i = 0; i < lp.size(); ++i) total -= lp[i], pieces += lengths[i];
     return total / static_cast<double>(pieces);
   };
-  return train::head_importance(translator.model(), loss, report_masked_head);
+  return eval::head_importance(translator.model(), loss, report_masked_head);
 }
 
-// The same for an image classifier: mean cross-entropy over its validation images.
-train::HeadImportance image_importance(const std::string& path, const run::Checkpoint& ckpt, const run::Recipe& r,
-                                       const ImportanceOptions& o, std::string* data_name) {
-  Generator init_gen(static_cast<uint64_t>(r.integer("train.seed")));
-  nn::VisionTransformer model(run::vit_config(r), init_gen);
-  std::map<std::string, Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
-  run::restore_weights(path, ckpt.weights, params);
-  data::ImageLoaderOptions options = train::image_loader_options(r, false);
+// The same for an image classifier: mean cross-entropy over its validation images (or --data's folder).
+eval::HeadImportance image_importance(const std::string& path, const ImportanceOptions& o, std::string* data_name) {
+  const train::LoadedClassifier classifier = train::load_classifier(path);
+  const std::string split = o.data.empty() ? "valid" : "";  // --data's folder, or the validation split
+  const train::ScoredImages images = train::open_scored_images(classifier.recipe, path, o.data, split);
+  data::ImageLoaderOptions options = train::image_loader_options(classifier.recipe, false);
   if (o.batch_size > 0) options.batch_size = o.batch_size;
-  // The recipe's validation split, or an ImageFolder as cmha eval --data reads one.
-  std::shared_ptr<const data::ImageDataset> images;
-  if (o.data.empty()) {
-    images = train::make_image_data(r).valid;
-    *data_name = "the validation split";
-  } else {
-    CMHA_CHECK(std::filesystem::is_directory(o.data), "--data '" + o.data + "' is not a directory");
-    const int64_t classes = r.integer("model.num_classes");
-    auto folder = std::make_shared<data::ImageFolderDataset>(
-        o.data, r.integer("model.channels") == 3 ? data::ColorMode::rgb : data::ColorMode::grey, classes,
-        r.integer("data.max_image_pixels"));
-    CMHA_CHECK(folder->num_classes() == classes, "--data '" + o.data + "' has " + std::to_string(folder->num_classes()) +
-                                                     " class folders but the model has model.num_classes " +
-                                                     std::to_string(classes));
-    images = std::move(folder);
-    *data_name = o.data;
-  }
-  data::ImageLoader loader(images, options, static_cast<uint64_t>(r.integer("train.seed")));
-  auto loss = [&] { return train::evaluate_classifier(model, loader).loss; };
-  return train::head_importance(model, loss, report_masked_head);
+  *data_name = images.name;
+  data::ImageLoader loader(images.dataset, options, static_cast<uint64_t>(classifier.recipe.integer("train.seed")));
+  auto loss = [&] { return train::evaluate_classifier(*classifier.model, loader).loss; };
+  return eval::head_importance(*classifier.model, loss, report_masked_head);
 }
 
 int importance_command(const std::string& path, const ImportanceOptions& o) {
@@ -123,15 +105,15 @@ int importance_command(const std::string& path, const ImportanceOptions& o) {
   const run::Checkpoint ckpt = run::load_checkpoint(path);
   const run::Recipe r = run::Recipe::parse_stored(ckpt.recipe, path + " (recipe)");
   std::string data_name;
-  const train::HeadImportance imp = r.string("train.task") == "translation"
-                                        ? translation_importance(path, r, o, &data_name)
-                                        : image_importance(path, ckpt, r, o, &data_name);
+  const eval::HeadImportance imp = r.string("train.task") == "translation"
+                                       ? translation_importance(path, r, o, &data_name)
+                                       : image_importance(path, o, &data_name);
   if (train::stderr_is_interactive()) std::fprintf(stderr, "\r%60s\r", "");
   std::printf("head importance: the loss increase with each head alone masked (Michel et al. 2019)\n");
   std::printf("data: %s; unmasked loss %.5f\n", data_name.c_str(), imp.base_loss);
   std::printf("%-14s %-13s  %s\n", "layer", "type", "head 0, 1, ...: loss increase");
   nlohmann::json layers = nlohmann::json::array();
-  for (const train::LayerImportance& l : imp.layers) {
+  for (const eval::LayerImportance& l : imp.layers) {
     const std::string name = l.place + "." + std::to_string(l.layer);
     std::string row;
     for (const double d : l.increase) {
@@ -146,8 +128,7 @@ int importance_command(const std::string& path, const ImportanceOptions& o) {
   std::filesystem::create_directories(o.out_dir);
   const std::string json_path = (std::filesystem::path(o.out_dir) / "importance.json").string();
   const nlohmann::json doc = {{"checkpoint", path}, {"data", data_name}, {"base_loss", imp.base_loss}, {"layers", layers}};
-  std::ofstream(json_path) << doc.dump(1) << '\n';
-  CMHA_CHECK(std::filesystem::is_regular_file(json_path), "cannot write '" + json_path + "'");
+  write_file_atomically(json_path, doc.dump(1) + "\n");
   std::printf("wrote %s\n", json_path.c_str());
   if (!o.plot) return 0;
   const int rc = run_plot_script(plot_script_path("plot_head_importance.py"), {json_path, "-o", o.out_dir});
@@ -214,14 +195,11 @@ int heads_command(const Args& args) {
                       {"query", l.query.cumulative}, {"key", l.key.cumulative}, {"products", l.products.cumulative}});
   }
   const nlohmann::json doc = {{"checkpoint", input}, {"layers", curves}};
-  if (!json_path.empty()) {
-    std::ofstream(json_path) << doc.dump() << '\n';
-    CMHA_CHECK(std::filesystem::is_regular_file(json_path), "cannot write '" + json_path + "'");
-  }
+  if (!json_path.empty()) write_file_atomically(json_path, doc.dump() + "\n");
   if (!plot) return 0;
   // The plotting script reads the curves from a file beside the PNG.
   const std::string tmp = json_path.empty() ? png + ".json" : json_path;
-  if (json_path.empty()) std::ofstream(tmp) << doc.dump() << '\n';
+  if (json_path.empty()) write_file_atomically(tmp, doc.dump() + "\n");
   const int rc = run_plot_script(plot_script_path("plot_heads.py"), {tmp, "-o", png});
   if (json_path.empty()) std::filesystem::remove(tmp);
   if (rc == 0) std::printf("wrote %s\n", png.c_str());

@@ -16,8 +16,8 @@
 #include "run/budget.h"
 #include "run/recipe.h"
 #include "tensor/error.h"
-#include "train/sweep.h"
-#include "train/sweep_runner.h"
+#include "study/sweep.h"
+#include "study/sweep_runner.h"
 
 namespace cmha::cli {
 namespace {
@@ -86,16 +86,16 @@ int sweep_command(const Args& args) {
   for (const std::string& o : overrides)
     CMHA_CHECK(o.rfind("train.save_dir=", 0) != 0,
                "cmha sweep sets train.save_dir of each run itself (DIR/<name>); drop '" + o + "'");
-  std::vector<train::GridAxis> axes;
-  for (const std::string& g : grids) axes.push_back(train::parse_grid_axis(g));
+  std::vector<study::GridAxis> axes;
+  for (const std::string& g : grids) axes.push_back(study::parse_grid_axis(g));
   CMHA_CHECK(!recipe_path.empty(), "cmha sweep needs a recipe (try 'cmha sweep --help')");
   CMHA_CHECK(!axes.empty(), "cmha sweep needs at least one --grid KEY=V1,V2,...");
   CMHA_CHECK(!metric.empty(), "cmha sweep needs --metric NAME (a key of the runs' results.json: top1, bleu, ...)");
   CMHA_CHECK(!out_dir.empty(), "cmha sweep needs -o DIR for the runs and the tables");
   if (seeds != -1) {
-    CMHA_CHECK(train::seed_axis_index(axes) < 0,
+    CMHA_CHECK(study::seed_axis_index(axes) < 0,
                "--seeds and --grid train.seed=... both set the replicates: give one of them");
-    axes.push_back(train::seed_axis(seeds, run::Recipe::load(recipe_path, overrides).integer(train::kSeedKey)));
+    axes.push_back(study::seed_axis(seeds, run::Recipe::load(recipe_path, overrides).integer(study::kSeedKey)));
   }
 
   // The x axis: given, or the last axis whose values are all numbers (not the seeds). A
@@ -103,7 +103,7 @@ int sweep_command(const Args& args) {
   // the other axes' combinations.
   std::string numeric_axis;
   for (auto it = axes.rbegin(); numeric_axis.empty() && it != axes.rend(); ++it) {
-    if (it->key == train::kSeedKey) continue;
+    if (it->key == study::kSeedKey) continue;
     bool numeric = true;
     for (const auto& v : it->values) numeric = numeric && is_number(v);
     if (numeric) numeric_axis = it->key;
@@ -116,11 +116,11 @@ int sweep_command(const Args& args) {
   std::string budget_list;
   for (const auto& k : budget) budget_list += (budget_list.empty() ? "" : ", ") + k;
   CMHA_CHECK(x_known, "--x " + x_key + " is not one of the --grid keys nor a budget column (" + budget_list + ")");
-  CMHA_CHECK(x_key != train::kSeedKey, "--x train.seed: the seeds are replicates, not an axis to plot against");
+  CMHA_CHECK(x_key != study::kSeedKey, "--x train.seed: the seeds are replicates, not an axis to plot against");
 
-  train::SweepOptions options{recipe_path, overrides, axes, metric, out_dir, threads, jobs, rerun_changed};
+  study::SweepOptions options{recipe_path, overrides, axes, metric, out_dir, threads, jobs, rerun_changed};
   options.stop_requested = [] { return interrupted(); };
-  const train::SweepOutcome outcome = train::run_sweep(options);
+  const study::SweepOutcome outcome = study::run_sweep(options);
   if (outcome.interrupted) throw Interrupted{};
   std::fputs(outcome.table.c_str(), stdout);
   std::fprintf(stderr, "cmha sweep: wrote %s and %s\n", outcome.csv_path.c_str(), outcome.md_path.c_str());
@@ -132,14 +132,14 @@ int sweep_command(const Args& args) {
   std::string keys, lines;
   for (const auto& a : axes) {
     keys += (keys.empty() ? "" : ",") + a.key;
-    if (a.key != x_key && a.key != train::kSeedKey && !(x_budget && a.key == numeric_axis)) lines += (lines.empty() ? "" : ",") + a.key;
+    if (a.key != x_key && a.key != study::kSeedKey && !(x_budget && a.key == numeric_axis)) lines += (lines.empty() ? "" : ",") + a.key;
   }
   const fs::path png = fs::path(out_dir) / "sweep.png";
   // The tables are written: a missing matplotlib costs only the picture.
   int code = 2;
   std::vector<std::string> plot_args{outcome.csv_path, "--keys", keys,   "--lines", lines,
                                      "--x",            x_key,   "--metric", metric, "-o",      png.string()};
-  if (train::seed_axis_index(axes) >= 0) plot_args.insert(plot_args.end(), {"--replicates", train::kSeedKey});
+  if (study::seed_axis_index(axes) >= 0) plot_args.insert(plot_args.end(), {"--replicates", study::kSeedKey});
   try {
     code = run_plot_script(plot_script_path("plot_sweep.py"), plot_args);
   } catch (const Error&) {

@@ -125,7 +125,7 @@ int train_command(const Args& args) {
   // Before the task: its data preparation already waits on rank 0, and a failure there must end the job.
   const std::unique_ptr<distributed::Communicator> comm_owner =
       distributed::make_communicator(recipe.string("train.dist_backend"), distributed::launch_from_environment(),
-                              run::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
+                                     run::recipe_device(recipe), recipe.real("train.dist_timeout_s"));
   distributed::Communicator& comm = *comm_owner;
   train::TrainingRunOptions options;
   options.recipe_name = recipe_path.empty() ? std::string(default_recipe_name()) : recipe_path;

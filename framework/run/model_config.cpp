@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <yaml-cpp/yaml.h>
+
 #include "nn/attention/registry.h"
 #include "optim/schedule.h"
 
@@ -148,6 +150,34 @@ void check_schedule_before_data(const Recipe& r, int world) {
   if (cosine && r.integer("lr.total") == 0 && !r.boolean("lr.per_epoch") && r.integer("train.max_updates") == 0)
     return;  // the cosine spans max_epochs × the epoch's updates
   (void)make_schedule(r, /*updates_per_epoch=*/1, world);  // LrSchedule's constructor checks its options
+}
+
+namespace {
+
+// Keys that define the architecture: a resumed or fine-tuned run must agree on them.
+std::string architecture_of(const Recipe& recipe) {
+  YAML::Node model = YAML::Load(recipe.dump())["model"];
+  model.remove("dropout");
+  model.remove("activation_dropout");
+  model.remove("drop_path");
+  // Initialisation-only keys: the weights replace whatever they drew.
+  const YAML::Node& places = model;  // const: looking a place up must not add it
+  for (const nn::AttentionPlace& place : nn::attention_places())
+    if (YAML::Node group = places[place.name])
+      for (const nn::AttentionKey& key : nn::attention_keys()) {
+        if (!key.init_only) continue;
+        group.remove(key.name);
+        const YAML::Node& read = group;  // const: looking "layers" up must not add it
+        if (YAML::Node layers = read["layers"]; layers && layers.IsMap())
+          for (auto layer : layers) layer.second.remove(key.name);
+      }
+  return YAML::Dump(model);
+}
+
+}  // namespace
+
+bool same_architecture(const std::string& stored_recipe, const std::string& path, const Recipe& r) {
+  return architecture_of(Recipe::parse_stored(stored_recipe, path + " (recipe)")) == architecture_of(r);
 }
 
 }  // namespace cmha::run

@@ -38,4 +38,9 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const Recipe& r, int64_t update
 // minutes); the rest are checked when the trainer builds the schedule.
 void check_schedule_before_data(const Recipe& r, int world);
 
+// Whether a checkpoint's stored recipe (read from `path`) and this one agree
+// on every key that defines the architecture: a resumed or fine-tuned run
+// must. Dropout rates and initialisation-only keys may differ.
+bool same_architecture(const std::string& stored_recipe, const std::string& path, const Recipe& r);
+
 }  // namespace cmha::run

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <charconv>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <system_error>
 
@@ -188,6 +190,31 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n) {
 std::string latest_checkpoint(const std::string& dir) {
   const std::vector<std::string> all = update_checkpoints(dir);
   return all.empty() ? std::string() : all.back();
+}
+
+bool copy_spm_model_beside(const std::string& checkpoint, const std::string& dir) {
+  const fs::path from = fs::path(checkpoint).parent_path() / "spm.model";
+  if (!fs::is_regular_file(from)) return false;
+  const fs::path to_dir = dir.empty() ? fs::path(".") : fs::path(dir);
+  const fs::path to = to_dir / "spm.model";
+  std::error_code ec;
+  if (fs::equivalent(from, to, ec)) return true;
+  const auto read = [&](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CMHA_CHECK(in.good() || in.eof(), "cannot read the SentencePiece model '" + p.string() + "'");
+    return bytes;
+  };
+  const std::string bytes = read(from);
+  if (fs::exists(to)) {
+    CMHA_CHECK(read(to) == bytes, "'" + to.string() + "' is another SentencePiece model than the one beside '" +
+                                      checkpoint + "' ('" + from.string() + "'): a model made from that checkpoint "
+                                      "needs its pieces; write it to another directory");
+    return true;
+  }
+  fs::create_directories(to_dir);
+  write_file_atomically(to.string(), bytes);
+  return true;
 }
 
 }  // namespace cmha::run

@@ -62,4 +62,11 @@ std::vector<std::string> last_checkpoints(const std::string& run_dir, int n);
 // The checkpoint of the highest update in `dir` (checkpoint_<update>.safetensors), or "".
 std::string latest_checkpoint(const std::string& dir);
 
+// A translation run's SentencePiece model lives beside its checkpoints
+// (DIR/spm.model). A model made from a checkpoint (compressed, fine-tuned)
+// must tokenise with the same pieces, so its directory gets a copy: the
+// spm.model beside `checkpoint` is copied into `dir` (atomically) unless
+// `dir` has one already. False when there is none beside the checkpoint.
+bool copy_spm_model_beside(const std::string& checkpoint, const std::string& dir);
+
 }  // namespace cmha::run

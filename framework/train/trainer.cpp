@@ -14,7 +14,6 @@
 #include "autograd/ops.h"
 #include "backend/matmul.h"
 #include "backend/profile.h"
-#include "nn/attention/registry.h"
 #include "optim/clip.h"
 #include "optim/ema.h"
 #include "optim/optimizer.h"
@@ -44,26 +43,6 @@ bool decays(const std::string& name) {
 }
 
 std::string checkpoint_name(int64_t update) { return "checkpoint_" + std::to_string(update) + ".safetensors"; }
-
-// Keys that define the architecture: a resumed or fine-tuned run must agree on them.
-std::string architecture_of(const run::Recipe& recipe) {
-  YAML::Node model = YAML::Load(recipe.dump())["model"];
-  model.remove("dropout");
-  model.remove("activation_dropout");
-  model.remove("drop_path");
-  // Initialisation-only keys: the weights replace whatever they drew.
-  const YAML::Node& places = model;  // const: looking a place up must not add it
-  for (const nn::AttentionPlace& place : nn::attention_places())
-    if (YAML::Node group = places[place.name])
-      for (const nn::AttentionKey& key : nn::attention_keys()) {
-        if (!key.init_only) continue;
-        group.remove(key.name);
-        const YAML::Node& read = group;  // const: looking "layers" up must not add it
-        if (YAML::Node layers = read["layers"]; layers && layers.IsMap())
-          for (auto layer : layers) layer.second.remove(key.name);
-      }
-  return YAML::Dump(model);
-}
 
 }  // namespace
 
@@ -208,7 +187,7 @@ struct Trainer::Impl {
   // A trainer state with a missing or mistyped field (an edited or foreign file) is the file's fault: exit 2.
   void resume_from(const std::string& path) try {
     run::Checkpoint c = run::load_checkpoint(path);
-    CMHA_CHECK(architecture_of(run::Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
+    CMHA_CHECK(run::same_architecture(c.recipe, path, recipe),
                "checkpoint '" + path + "' was trained with a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
     std::map<std::string, Tensor> named(params.begin(), params.end());
@@ -270,7 +249,7 @@ struct Trainer::Impl {
     CMHA_CHECK(!fs::is_directory(path), "train.init_from: '" + path + "' is a directory, not a checkpoint file");
     CMHA_CHECK(fs::exists(path), "train.init_from: checkpoint '" + path + "' does not exist");
     const run::Checkpoint c = run::load_checkpoint(path);
-    CMHA_CHECK(architecture_of(run::Recipe::parse_stored(c.recipe, path + " (recipe)")) == architecture_of(recipe),
+    CMHA_CHECK(run::same_architecture(c.recipe, path, recipe),
                "train.init_from: checkpoint '" + path + "' holds a different model architecture than this recipe "
                "(compare its recipe with 'cmha info " + path + "')");
     run::restore_weights(path, c.weights, std::map<std::string, Tensor>(params.begin(), params.end()));

@@ -100,6 +100,13 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
   so.num_threads = omp_get_max_threads();
   const std::string spm_path = (fs::path(save_dir) / "spm.model").string();
   spm_path_ = spm_path;
+  // A model trained from a checkpoint (train.init_from: a fine-tune, a compressed model) keeps its pieces:
+  // a new SentencePiece model would give its embedding rows to other pieces.
+  if (const std::string init = r.string("train.init_from"); rank == 0 && !init.empty() && !fs::exists(spm_path))
+    CMHA_CHECK(run::copy_spm_model_beside(init, save_dir),
+               "train.init_from: checkpoint '" + init + "' has no spm.model beside it, so its vocabulary is unknown "
+               "(a new SentencePiece model would misplace its embeddings); copy the spm.model of the run that "
+               "trained it next to it");
   if (rank != 0) data::wait_for_rank0([&] { return fs::exists(spm_path); }, "the SentencePiece model " + spm_path);
   const bool had_model = fs::exists(spm_path);
   data::ParallelCorpus train;  // read only to train the model

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "distributed/communicator.h"
+#include "run/checkpoint.h"
 #include "run/recipe.h"
 #include "run/run_results.h"
 #include "support/check.h"
@@ -15,7 +16,7 @@
 #include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
-#include "train/compress_finetune.h"
+#include "study/compress_finetune.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
 
@@ -44,8 +45,8 @@ std::string train_concat_vit(const std::string& dir) {
 }  // namespace
 
 TEST(CompressFinetune, KeyDimListsAreWholeNumbersEachOnce) {
-  EXPECT_EQ(train::parse_key_dim_list("256,128,64"), (std::vector<int64_t>{256, 128, 64}));
-  EXPECT_EQ(train::parse_key_dim_list("8"), (std::vector<int64_t>{8}));
+  EXPECT_EQ(study::parse_key_dim_list("256,128,64"), (std::vector<int64_t>{256, 128, 64}));
+  EXPECT_EQ(study::parse_key_dim_list("8"), (std::vector<int64_t>{8}));
   const std::pair<std::string, std::string> cases[] = {
       {"", "--key-dim needs D~k values"},
       {"8,,4", "--key-dim '8,,4' has an empty item"},
@@ -58,7 +59,7 @@ TEST(CompressFinetune, KeyDimListsAreWholeNumbersEachOnce) {
       {"8,4,8", "--key-dim gives 8 twice"},
   };
   for (const auto& [text, message] : cases)
-    EXPECT_TRUE(has(test::error_of([&] { train::parse_key_dim_list(text); }), message)) << text;
+    EXPECT_TRUE(has(test::error_of([&] { study::parse_key_dim_list(text); }), message)) << text;
 }
 
 // Two D~k (8 = the model's D_k: the exact factorisation; 4: CP-ALS), 2 fine-tune updates each; then the
@@ -206,5 +207,35 @@ TEST(CompressFinetune, TranslationIsScoredByBleu) {
   const std::string csv = test::read_file(loop + "/compress.csv");
   EXPECT_EQ(csv.rfind("name,key_dim,stage,bleu,", 0), 0u) << csv;
   EXPECT_TRUE(has(csv, "\nkey_dim-8_finetuned,8,finetuned,")) << csv;
+
+  // The two-step path: `cmha compress -o OUT` puts the run's spm.model beside OUT, and a fine-tune from
+  // OUT (train.init_from) copies it into its own directory instead of training other pieces.
+  const std::string two = dir + "/two";
+  fs::create_directories(two);
+  const test::CommandResult step =
+      test::run_cmha("compress " + dir + "/run/checkpoint_20.safetensors --key-dim 8 --iters 10 --threads 1 -o " +
+                     two + "/compressed.safetensors");
+  ASSERT_EQ(step.code, 0) << step.output;
+  EXPECT_TRUE(has(step.output, "and the spm.model beside it")) << step.output;
+  const std::string pieces = test::read_file(dir + "/run/spm.model");
+  EXPECT_EQ(test::read_file(two + "/spm.model"), pieces);
+  const auto finetune_recipe = [&](const std::string& init, const std::string& save_dir) {
+    return run::Recipe::parse_stored(run::load_checkpoint(init).recipe, init,
+                                     {"train.init_from=" + init, "train.save_dir=" + save_dir});
+  };
+  {
+    Generator g(3);
+    train::TranslationTask task(finetune_recipe(two + "/compressed.safetensors", two + "/finetune"), g);
+  }
+  EXPECT_EQ(test::read_file(two + "/finetune/spm.model"), pieces);
+  // Without the pieces beside it, a translation checkpoint cannot be fine-tuned: one sentence, not new pieces.
+  fs::create_directories(dir + "/bare");
+  fs::copy_file(two + "/compressed.safetensors", dir + "/bare/compressed.safetensors");
+  Generator g(3);
+  const std::string error = test::error_of([&] {
+    train::TranslationTask task(finetune_recipe(dir + "/bare/compressed.safetensors", dir + "/bare/finetune"), g);
+  });
+  EXPECT_TRUE(has(error, "has no spm.model beside it")) << error;
+  EXPECT_FALSE(fs::exists(dir + "/bare/finetune/spm.model"));
   fs::remove_all(dir);
 }

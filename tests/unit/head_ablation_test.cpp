@@ -1,4 +1,4 @@
-// Head ablation: nn/head_mask.h on attention layers, train/head_importance.h,
+// Head ablation: nn/head_mask.h on attention layers, eval/head_importance.h,
 // and cmha eval --mask-heads / cmha heads --importance on a tiny trained ViT
 // (with the budget its results.json and cmha info carry).
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "support/check.h"
 #include "support/text.h"
 #include "support/tiny_images.h"
-#include "train/head_importance.h"
+#include "eval/head_importance.h"
 #include "run/run_results.h"
 
 using namespace cmha;
@@ -133,7 +133,7 @@ TEST(HeadMask, ImportanceMasksOneHeadAtATime) {
     return v;
   };
   int64_t calls = 0;
-  const train::HeadImportance imp = train::head_importance(m, loss, [&](const train::LayerImportance&, int64_t) { ++calls; });
+  const eval::HeadImportance imp = eval::head_importance(m, loss, [&](const eval::LayerImportance&, int64_t) { ++calls; });
   EXPECT_EQ(calls, 4 + 4 + 2);
   EXPECT_DOUBLE_EQ(imp.base_loss, 1.0);
   ASSERT_EQ(imp.layers.size(), 3u);

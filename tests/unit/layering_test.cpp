@@ -12,9 +12,10 @@
 //                configuration, checkpoints, run directories, results, averaging, metrics, TensorBoard,
 //                device selection
 //   interop      timm / Hugging Face / fairseq import and export
-//   eval         beam search, the translator, BLEU/chrF/TER, accuracy
+//   eval         beam search, the translator, BLEU/chrF/TER, accuracy, head importance
 //   compress     CP-ALS, collaborative re-parametrisation, head redundancy: post hoc, on checkpoints
-//   train        the trainer loop, tasks and their factory, gradient buckets, progress, bench, sweeps
+//   train        the trainer loop, tasks and their factory, gradient buckets, progress, bench
+//   study        what runs many trainings: sweeps over a grid and seeds, compression with fine-tuning
 //   cli          the cmha command: parses, calls one library function, prints
 //
 // A header's place is its first path component. Tensor's header sits at the
@@ -34,7 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kLayers = {"tensor", "backend", "autograd", "nn",       "optim", "distributed", "data",
-                                          "run",    "interop", "eval",     "compress", "train", "cli"};
+                                          "run",    "interop", "eval",     "compress", "train", "study",
+                                          "cli"};
 
 int layer_of(const std::string& folder) {
   for (size_t i = 0; i < kLayers.size(); ++i)

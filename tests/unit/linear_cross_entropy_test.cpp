@@ -5,6 +5,7 @@
 // and errors.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <vector>
 
@@ -70,8 +71,16 @@ TEST(LinearCrossEntropy, EqualsLinearThenCrossEntropyOverManyChunks) {
     EXPECT_EQ(one.predictions.to_float_vector(), want.predictions.to_float_vector());
     EXPECT_TRUE(all_close(one.dx, want.dx, 1e-6f, 1e-4f));
     EXPECT_TRUE(all_close(one.dw, want.dw, 1e-6f, 1e-4f));
-    for (const auto& [a, b] : {std::pair{one.loss, two.loss}, std::pair{one.dx, two.dx}, std::pair{one.dw, two.dw}})
-      EXPECT_EQ(a.to_float_vector(), b.to_float_vector()) << "thread count changed a result";
+    // oneDNN's AVX-512 GEMMs never split one sum between threads, so there the thread count changes no bit;
+    // its AVX2 sgemm splits a long K (V = 50 000 in dx = dlogits W) between them: the last bits may move.
+    const bool sums_in_one_thread =
+        (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    for (const auto& [a, b] : {std::pair{one.loss, two.loss}, std::pair{one.dx, two.dx}, std::pair{one.dw, two.dw}}) {
+      if (sums_in_one_thread)
+        EXPECT_EQ(a.to_float_vector(), b.to_float_vector()) << "thread count changed a result";
+      else
+        EXPECT_TRUE(all_close(a, b, 1e-7f, 1e-5f)) << "thread count changed a result beyond rounding";
+    }
   }
 }
 

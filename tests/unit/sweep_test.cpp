@@ -12,11 +12,11 @@
 #include "support/text.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
-#include "train/sweep.h"
+#include "study/sweep.h"
 
 using namespace cmha;
 using test::error_of;
-using namespace cmha::train;
+using namespace cmha::study;
 using namespace cmha::run;
 namespace fs = std::filesystem;
 

@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <cstdio>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -41,6 +42,9 @@ dnnl::memory::desc desc_of(const Tensor& t) {
 struct Cached {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, bias, c;
+  // No oneDNN implementation for these dtypes on this CPU (bf16 and f16 need
+  // AVX-512 in oneDNN 2.7): the product runs in f32 (matmul_through_f32).
+  bool through_f32 = false;
 };
 
 // The cache key: the geometry of every operand plus the thread count. With
@@ -75,6 +79,30 @@ void key_of(Key& k, const Tensor& t) {
   k.push_back(t.dim());
   k.insert(k.end(), t.shape().begin(), t.shape().end());
   k.insert(k.end(), t.strides().begin(), t.strides().end());
+}
+
+// The operands widened to f32 (exact for bf16 and f16), one f32 product
+// (which accumulates in f32, as oneDNN's bf16 kernels do), and the result
+// rounded to c's dtype: the numbers a native bf16 GEMM gives, up to the order
+// of the sums, at f32 GEMM speed. Said once per process on stderr.
+void matmul_through_f32(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& c) {
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fprintf(stderr, "cmha: this CPU has no oneDNN kernels for %s matrix products (they need AVX-512): they run "
+                 "as f32 products of the %s values, no faster than f32 training\n",
+                 dtype_name(a.dtype()), dtype_name(a.dtype()));
+  });
+  const auto widened = [](const Tensor& t) {
+    if (!t.defined() || t.dtype() == DType::f32) return t;
+    Tensor w = Tensor::empty(t.shape(), DType::f32, Device::cpu());
+    CMHA_KERNEL(Device::cpu(), copy.copy)(w, t);
+    return w;
+  };
+  const Tensor a32 = widened(a), b32 = widened(b), bias32 = widened(bias);
+  if (c.dtype() == DType::f32) return matmul_into(a32, b32, bias32, c);
+  const Tensor c32 = Tensor::empty(c.shape(), DType::f32, Device::cpu());
+  matmul_into(a32, b32, bias32, c32);
+  CMHA_KERNEL(Device::cpu(), copy.copy)(c, c32);
 }
 
 }  // namespace
@@ -113,10 +141,14 @@ void matmul_into(const Tensor& a, const Tensor& b, const Tensor& bias, const Ten
         auto desc = bias.defined() ? dnnl::matmul::desc(e.a, e.b, e.bias, e.c) : dnnl::matmul::desc(e.a, e.b, e.c);
         e.prim = dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine()));
       } catch (const dnnl::error& err) {
-        throw Error("oneDNN matmul cannot run " + a.describe() + " @ " + b.describe() + ": " + err.what());
+        const auto narrow = [](const Tensor& t) { return t.defined() && t.dtype() != DType::f32; };
+        if (err.status != dnnl_unimplemented || !(narrow(a) || narrow(b) || narrow(bias) || narrow(c)))
+          throw Error("oneDNN matmul cannot run " + a.describe() + " @ " + b.describe() + ": " + err.what());
+        e.through_f32 = true;
       }
       return made;
   });
+  if (entry->through_f32) return matmul_through_f32(a, b, bias, c);
   dnnl::memory ma(entry->a, engine(), a.raw_data());
   dnnl::memory mb(entry->b, engine(), b.raw_data());
   dnnl::memory mc(entry->c, engine(), c.raw_data());

@@ -1,8 +1,8 @@
-#include "train/head_importance.h"
+#include "eval/head_importance.h"
 
 #include "nn/head_mask.h"
 
-namespace cmha::train {
+namespace cmha::eval {
 
 HeadImportance head_importance(nn::Module& model, const std::function<double()>& loss,
                                const std::function<void(const LayerImportance&, int64_t head)>& on_head) {
@@ -28,4 +28,4 @@ HeadImportance head_importance(nn::Module& model, const std::function<double()>&
   return out;
 }
 
-}  // namespace cmha::train
+}  // namespace cmha::eval

@@ -1,4 +1,4 @@
-#include "train/compress_finetune.h"
+#include "study/compress_finetune.h"
 
 #include <omp.h>
 
@@ -12,14 +12,15 @@
 #include "run/budget.h"
 #include "run/checkpoint.h"
 #include "run/recipe.h"
+#include "run/run_dir.h"
 #include "run/run_results.h"
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
-#include "train/sweep.h"
+#include "study/sweep.h"
 #include "train/task_factory.h"
 #include "train/training_run.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 namespace {
 
@@ -84,7 +85,7 @@ int64_t largest_concat_key_dim(const run::Recipe& r, const std::vector<compress:
 bool has_results(const std::string& dir) { return fs::exists(run::run_results_path(dir)); }
 
 // The scores of one checkpoint (the model kind's final evaluation), with the budget of its recipe's model.
-nlohmann::json score(const ModelKind& kind, const run::Recipe& recipe, const std::string& checkpoint,
+nlohmann::json score(const train::ModelKind& kind, const run::Recipe& recipe, const std::string& checkpoint,
                      const std::string& dir) {
   fs::create_directories(dir);
   nlohmann::json results = kind.score_checkpoint(checkpoint, dir);
@@ -95,13 +96,6 @@ nlohmann::json score(const ModelKind& kind, const run::Recipe& recipe, const std
 
 // The SentencePiece model a translation checkpoint is read with lies beside it (eval/translator.h); a
 // compressed checkpoint, and the fine-tune that trains from it, need the same one.
-void copy_beside(const fs::path& from, const std::string& to_dir) {
-  if (!fs::exists(from)) return;
-  fs::create_directories(to_dir);
-  const fs::path to = fs::path(to_dir) / from.filename();
-  if (!fs::exists(to)) fs::copy_file(from, to);
-}
-
 std::string signed_number(double v) { return (v >= 0 ? "+" : "") + table_number(v); }
 
 // compress.md: a row for the original model, then one per D̃k: CP-ALS's error, the key/query parameters,
@@ -167,7 +161,7 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
   CMHA_CHECK(fs::exists(o.checkpoint), "checkpoint '" + o.checkpoint + "' does not exist");
   const run::Checkpoint in = run::load_checkpoint(o.checkpoint);
   const run::Recipe original = run::Recipe::parse_stored(in.recipe, o.checkpoint + " (recipe)");
-  const ModelKind& kind = model_kind(original.string("model.kind"));
+  const train::ModelKind& kind = train::model_kind(original.string("model.kind"));
   std::string where;
   const int64_t dk = largest_concat_key_dim(original, compress::select_places(original, o.compress.places), &where);
   for (const int64_t d : o.key_dims)
@@ -183,7 +177,6 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
   out.metric = o.metric.empty() ? kind.metric : o.metric;
   claim_out_dir(o.out_dir, settings_of(o));
   if (o.threads > 0) omp_set_num_threads(static_cast<int>(o.threads));
-  const fs::path spm_beside = fs::path(o.checkpoint).parent_path() / "spm.model";
   auto say = [](const std::string& line) { std::fprintf(stderr, "cmha compress: %s\n", line.c_str()); };
 
   // The uncompressed model's score, once.
@@ -224,7 +217,7 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       fs::create_directories(dir);
       run::save_checkpoint(ckpt, c);
-      copy_beside(spm_beside, dir);
+      run::copy_spm_model_beside(o.checkpoint, dir);  // translate and score with the original's pieces
       char line[160];
       std::snprintf(line, sizeof line, "CP-ALS of %lld layers in %.2f s, relative error %.3e mean, %.3e max; scoring it",
                     static_cast<long long>(layers), seconds, error_sum / std::max<int64_t>(layers, 1), error_max);
@@ -252,13 +245,12 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
       say(tag + "fine-tuned before (" + run::run_results_path(run_dir) + "), skipped");
     } else {
       say(tag + "fine-tuning " + std::to_string(o.finetune_updates) + " updates in " + run_dir);
-      copy_beside(spm_beside, run_dir);  // the translation task reuses it rather than train another
-      TrainingRunOptions topt;
+      train::TrainingRunOptions topt;
       topt.recipe_name = ckpt + " (fine-tune)";
       topt.start = run::RunStart::resume;
       topt.threads = o.threads > 0 ? o.threads : -1;
       topt.stop_requested = o.stop_requested;
-      if (!run_training(recipe, topt, comm)) {
+      if (!train::run_training(recipe, topt, comm)) {
         out.interrupted = true;
         return out;
       }
@@ -291,4 +283,4 @@ CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& o) 
   return out;
 }
 
-}  // namespace cmha::train
+}  // namespace cmha::study

@@ -8,7 +8,7 @@
 
 #include "nn/module.h"
 
-namespace cmha::train {
+namespace cmha::eval {
 
 struct LayerImportance {
   std::string place;            // "encoder"
@@ -29,4 +29,4 @@ struct HeadImportance {
 HeadImportance head_importance(nn::Module& model, const std::function<double()>& loss,
                                const std::function<void(const LayerImportance&, int64_t head)>& on_head = {});
 
-}  // namespace cmha::train
+}  // namespace cmha::eval

@@ -1,4 +1,4 @@
-#include "train/sweep_runner.h"
+#include "study/sweep_runner.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -19,7 +19,7 @@
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 namespace {
 
@@ -172,4 +172,4 @@ SweepOutcome run_sweep(const SweepOptions& o) {
   return out;
 }
 
-}  // namespace cmha::train
+}  // namespace cmha::study

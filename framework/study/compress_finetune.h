@@ -19,7 +19,7 @@
 
 #include "compress/convert_attention.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 struct CompressFinetuneOptions {
   std::string checkpoint;               // the model with concat attention
@@ -50,4 +50,4 @@ std::vector<int64_t> parse_key_dim_list(const std::string& text);
 // above, then writes the tables.
 CompressFinetuneOutcome run_compress_finetune(const CompressFinetuneOptions& options);
 
-}  // namespace cmha::train
+}  // namespace cmha::study

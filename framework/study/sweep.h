@@ -9,7 +9,7 @@
 
 #include "run/recipe.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 struct GridAxis {
   std::string key;                  // a registered recipe key, "model.attention.key_dim"
@@ -69,4 +69,4 @@ std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<Sweep
 std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepRow>& rows,
                            const std::string& metric);
 
-}  // namespace cmha::train
+}  // namespace cmha::study

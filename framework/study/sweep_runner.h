@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "train/sweep.h"
+#include "study/sweep.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 struct SweepOptions {
   std::string recipe_path;
@@ -37,4 +37,4 @@ struct SweepOutcome {
 // run is an error naming it, after the others have finished.
 SweepOutcome run_sweep(const SweepOptions& options);
 
-}  // namespace cmha::train
+}  // namespace cmha::study

@@ -1,4 +1,4 @@
-#include "train/sweep.h"
+#include "study/sweep.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "run/run_dir.h"
 #include "tensor/error.h"
 
-namespace cmha::train {
+namespace cmha::study {
 
 namespace {
 
@@ -214,4 +214,4 @@ std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<
   return out;
 }
 
-}  // namespace cmha::train
+}  // namespace cmha::study
