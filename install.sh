@@ -69,7 +69,7 @@ fi
 
 say "configuring $BUILD_DIR"
 CONF_LOG=${TMPDIR:-/tmp}/cmha-install-configure.log
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >"$CONF_LOG" 2>&1 || {
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMHA_UNITY_BUILD=ON "$@" >"$CONF_LOG" 2>&1 || {
   cat "$CONF_LOG" >&2
   say "cmake configure failed" >&2
   exit 1

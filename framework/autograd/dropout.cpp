@@ -2,7 +2,6 @@
 // generated in parallel inside the forward pass by the dropout kernels
 // (backend/dropout.h documents the counter layout every device reproduces).
 // Element i depends only on (seed, base, i), never on the thread count.
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,18 +11,8 @@
 
 namespace cmha {
 
-namespace {
-
-std::string format(float v) {
-  std::ostringstream s;
-  s << v;  // "0.3", "1.5", "nan": shorter than std::to_string's fixed six decimals
-  return s.str();
-}
-
-}  // namespace
-
 Tensor dropout(const Tensor& x, float p, bool training, Generator& gen) {
-  CMHA_CHECK(p >= 0.0f && p <= 1.0f, "dropout: p must be in [0, 1], got " + format(p));
+  CMHA_CHECK(p >= 0.0f && p <= 1.0f, "dropout: p must be in [0, 1], got " + number_str(p));
   CMHA_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
              "dropout: expected f32 or bf16, got " + x.describe());  // the result and gradient keep it
   if (!training || p == 0.0f) return x;

@@ -1,7 +1,6 @@
 // layer_norm over the last dim, forward and backward: the checks and the
 // autograd record; the loops are the layer_norm kernels (backend/layer_norm.h).
 // The forward saves each row's mean and rstd for the backward pass.
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,12 +17,6 @@ void check_affine(const Tensor& p, const char* what, const Tensor& x, int64_t d)
   CMHA_CHECK(p.dtype() == DType::f32 && p.shape() == Shape{d},
              std::string("layer_norm: ") + what + " must be f32[" + std::to_string(d) +
                  "] to match the last dim of the input " + x.describe() + ", got " + p.describe());
-}
-
-std::string format(float v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
 }
 
 // What the backward pass keeps from the forward.
@@ -54,7 +47,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
              "layer_norm: expected f32 or bf16, got " + x.describe());
   const Device dev = common_device("layer_norm", {x, weight, bias});
   CMHA_CHECK(x.dim() >= 1, "layer_norm: expected an input with at least one dim, got " + x.describe());
-  CMHA_CHECK(eps >= 0.0f, "layer_norm: eps must be >= 0, got " + format(eps));
+  CMHA_CHECK(eps >= 0.0f, "layer_norm: eps must be >= 0, got " + number_str(eps));
   const int64_t d = x.shape().back();
   check_affine(weight, "weight", x, d);
   check_affine(bias, "bias", x, d);

@@ -18,6 +18,13 @@ namespace cmha::distributed {
 
 enum class ReduceOp { sum, average };
 
+// ReduceOp::average in host memory (the MPI and Gloo backends): the sum's
+// elements times `factor`, 1 / ranks.
+template <typename T>
+void scale_in_place(T* data, size_t count, T factor) {
+  for (size_t i = 0; i < count; ++i) data[i] *= factor;
+}
+
 // An asynchronous collective in flight. The buffer it was given must stay
 // alive and untouched until wait() returns.
 class Request {

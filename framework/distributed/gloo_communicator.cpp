@@ -94,11 +94,6 @@ std::string host_name() {
   return name;
 }
 
-template <typename T>
-void scale(T* data, size_t count, T factor) {
-  for (size_t i = 0; i < count; ++i) data[i] *= factor;
-}
-
 class GlooRequest final : public Request {
  public:
   explicit GlooRequest(std::shared_future<void> done) : done_(std::move(done)) {}
@@ -171,7 +166,7 @@ struct GlooCommunicator::Impl {
     o.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<T>));
     o.setTag(tag);
     gloo::allreduce(o);
-    if (op == ReduceOp::average) scale(data, count, static_cast<T>(1) / static_cast<T>(context->size));
+    if (op == ReduceOp::average) scale_in_place(data, count, static_cast<T>(1) / static_cast<T>(context->size));
   }
 };
 

@@ -29,11 +29,6 @@ int as_int(size_t count, const char* call) {
   return static_cast<int>(count);
 }
 
-template <typename T>
-void scale(T* data, size_t count, T factor) {
-  for (size_t i = 0; i < count; ++i) data[i] *= factor;
-}
-
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -74,7 +69,7 @@ class MpiRequest final : public Request {
 
 std::function<void()> scaling(float* out, size_t count, float factor) {
   if (factor == 1.0f) return {};
-  return [=] { scale(out, count, factor); };
+  return [=] { scale_in_place(out, count, factor); };
 }
 
 // MPI has no bf16: the values travel as MPI_UINT16_T with this sum.
@@ -109,13 +104,13 @@ MpiCommunicator::~MpiCommunicator() = default;
 void MpiCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
   check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(count, "MPI_Allreduce"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
         "MPI_Allreduce");
-  if (op == ReduceOp::average) scale(data, count, 1.0f / static_cast<float>(size_));
+  if (op == ReduceOp::average) scale_in_place(data, count, 1.0f / static_cast<float>(size_));
 }
 
 void MpiCommunicator::all_reduce(double* data, size_t count, ReduceOp op) {
   check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(count, "MPI_Allreduce"), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
         "MPI_Allreduce");
-  if (op == ReduceOp::average) scale(data, count, 1.0 / static_cast<double>(size_));
+  if (op == ReduceOp::average) scale_in_place(data, count, 1.0 / static_cast<double>(size_));
 }
 
 std::unique_ptr<Request> MpiCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
@@ -165,7 +160,7 @@ void MpiCommunicator::reduce_scatter(const float* send, float* recv, size_t coun
   check(MPI_Reduce_scatter_block(send, recv, as_int(count, "MPI_Reduce_scatter_block"), MPI_FLOAT, MPI_SUM,
                                  MPI_COMM_WORLD),
         "MPI_Reduce_scatter_block");
-  if (op == ReduceOp::average) scale(recv, count, 1.0f / static_cast<float>(size_));
+  if (op == ReduceOp::average) scale_in_place(recv, count, 1.0f / static_cast<float>(size_));
 }
 
 std::unique_ptr<Request> MpiCommunicator::reduce_scatter_async(const float* send, float* recv, size_t count,

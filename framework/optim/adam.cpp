@@ -18,16 +18,9 @@ void check_options(const AdamOptions& o) {
   CMHA_CHECK(o.weight_decay >= 0.0, "Adam: weight decay " + std::to_string(o.weight_decay) + " is negative");
 }
 
-std::vector<AdamParam> with_default_decay(const std::vector<Tensor>& params) {
-  std::vector<AdamParam> out;
-  out.reserve(params.size());
-  for (const Tensor& p : params) out.push_back({p, true});
-  return out;
-}
-
 }  // namespace
 
-Adam::Adam(const std::vector<Tensor>& params, AdamOptions options) : Adam(with_default_decay(params), options) {}
+Adam::Adam(const std::vector<Tensor>& params, AdamOptions options) : Adam(all_with_weight_decay(params), options) {}
 
 Adam::Adam(std::vector<AdamParam> params, AdamOptions options) : Optimizer(std::move(params)), options_(options) {
   check_options(options_);

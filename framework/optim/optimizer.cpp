@@ -30,6 +30,13 @@ SgdOptions sgd_options(const OptimizerOptions& o) {
 
 }  // namespace
 
+std::vector<OptimParam> all_with_weight_decay(const std::vector<Tensor>& tensors) {
+  std::vector<OptimParam> out;
+  out.reserve(tensors.size());
+  for (const Tensor& t : tensors) out.push_back({t, true});
+  return out;
+}
+
 void Optimizer::zero_grad() {
   for (OptimParam& p : params_) p.tensor.zero_grad();
 }

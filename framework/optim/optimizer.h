@@ -21,6 +21,9 @@ struct OptimParam {
   bool weight_decay = true;
 };
 
+// Every tensor with weight decay on (an optimiser built from plain tensors).
+std::vector<OptimParam> all_with_weight_decay(const std::vector<Tensor>& tensors);
+
 // An optimiser's state as checkpoints store it.
 struct OptimizerState {
   // "<kind>.<parameter name>" → tensor: exp_avg.<name> and exp_avg_sq.<name>

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numbers>
 
 #include "tensor/error.h"
@@ -10,22 +9,16 @@
 namespace cmha::optim {
 namespace {
 
-// %g, as std::to_string prints 1e-7 as 0.000000.
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 void check_options(const ScheduleOptions& o) {
   const std::string kind = schedule_kind_name(o.kind);
   const std::string where = "learning-rate schedule '" + kind + "': ";
   if (o.kind != ScheduleKind::noam) {
-    CMHA_CHECK(std::isfinite(o.lr) && o.lr >= 0.0, where + "lr " + num(o.lr) + " must be a finite non-negative number");
+    CMHA_CHECK(std::isfinite(o.lr) && o.lr >= 0.0,
+               where + "lr " + number_str(o.lr) + " must be a finite non-negative number");
   }
   CMHA_CHECK(o.warmup >= 0, where + "warmup " + std::to_string(o.warmup) + " is negative");
   CMHA_CHECK(std::isfinite(o.warmup_init_lr) && o.warmup_init_lr >= 0.0,
-             where + "warmup_init_lr " + num(o.warmup_init_lr) + " must be a finite non-negative number");
+             where + "warmup_init_lr " + number_str(o.warmup_init_lr) + " must be a finite non-negative number");
   CMHA_CHECK(!o.per_epoch || o.kind == ScheduleKind::constant || o.kind == ScheduleKind::cosine,
              where + "per-epoch stepping is only for the constant and cosine schedules");
   switch (o.kind) {
@@ -35,7 +28,8 @@ void check_options(const ScheduleOptions& o) {
       CMHA_CHECK(o.warmup >= 1, where + "warmup must be at least 1 update, as the decay is lr·sqrt(warmup/update)");
       break;
     case ScheduleKind::noam:
-      CMHA_CHECK(std::isfinite(o.factor) && o.factor > 0.0, where + "factor " + num(o.factor) + " must be positive");
+      CMHA_CHECK(std::isfinite(o.factor) && o.factor > 0.0,
+                 where + "factor " + number_str(o.factor) + " must be positive");
       CMHA_CHECK(o.d_model >= 1, where + "d_model " + std::to_string(o.d_model) + " must be at least 1");
       CMHA_CHECK(o.warmup >= 1, where + "warmup must be at least 1 update");
       break;
@@ -46,7 +40,7 @@ void check_options(const ScheduleOptions& o) {
                  where + "warmup " + std::to_string(o.warmup) + " exceeds the schedule's total length " +
                      std::to_string(o.total));
       CMHA_CHECK(std::isfinite(o.lr_min) && o.lr_min >= 0.0 && o.lr_min <= o.lr,
-                 where + "lr_min " + num(o.lr_min) + " must lie between 0 and lr " + num(o.lr));
+                 where + "lr_min " + number_str(o.lr_min) + " must lie between 0 and lr " + number_str(o.lr));
       break;
   }
 }
@@ -122,7 +116,7 @@ double LrSchedule::lr_at(int64_t update, double epoch) const {
   const ScheduleOptions& o = options_;
   CMHA_CHECK(update >= 0, "learning-rate schedule: update " + std::to_string(update) + " is negative");
   CMHA_CHECK(epoch >= 0.0 && std::isfinite(epoch),
-             "learning-rate schedule: epoch " + num(epoch) + " must be a finite non-negative number");
+             "learning-rate schedule: epoch " + number_str(epoch) + " must be a finite non-negative number");
   const double t = o.per_epoch ? std::floor(epoch) : static_cast<double>(update);
   switch (o.kind) {
     case ScheduleKind::constant:

@@ -1,7 +1,6 @@
 #include "optim/sgd.h"
 
 #include <cmath>
-#include <cstdio>
 
 #include "backend/kernels.h"
 #include "optim/param_label.h"
@@ -10,34 +9,22 @@
 namespace cmha::optim {
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 void check_options(const SgdOptions& o) {
   CMHA_CHECK(o.lr >= 0.0 && std::isfinite(o.lr),
-             "SGD: learning rate " + num(o.lr) + " must be a finite non-negative number");
+             "SGD: learning rate " + number_str(o.lr) + " must be a finite non-negative number");
   CMHA_CHECK(o.momentum >= 0.0 && std::isfinite(o.momentum),
-             "SGD: momentum " + num(o.momentum) + " must be a finite non-negative number");
-  CMHA_CHECK(o.dampening >= 0.0 && o.dampening <= 1.0, "SGD: dampening " + num(o.dampening) + " must lie in [0, 1]");
+             "SGD: momentum " + number_str(o.momentum) + " must be a finite non-negative number");
+  CMHA_CHECK(o.dampening >= 0.0 && o.dampening <= 1.0,
+             "SGD: dampening " + number_str(o.dampening) + " must lie in [0, 1]");
   CMHA_CHECK(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay),
-             "SGD: weight decay " + num(o.weight_decay) + " must be a finite non-negative number");
+             "SGD: weight decay " + number_str(o.weight_decay) + " must be a finite non-negative number");
   CMHA_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
              "SGD: nesterov momentum needs a positive momentum and zero dampening");
 }
 
-std::vector<SgdParam> with_default_decay(const std::vector<Tensor>& params) {
-  std::vector<SgdParam> out;
-  out.reserve(params.size());
-  for (const Tensor& p : params) out.push_back({p, true});
-  return out;
-}
-
 }  // namespace
 
-SGD::SGD(const std::vector<Tensor>& params, SgdOptions options) : SGD(with_default_decay(params), options) {}
+SGD::SGD(const std::vector<Tensor>& params, SgdOptions options) : SGD(all_with_weight_decay(params), options) {}
 
 SGD::SGD(std::vector<SgdParam> params, SgdOptions options) : Optimizer(std::move(params)), options_(options) {
   check_options(options_);

@@ -1,5 +1,6 @@
 #include "tensor/dtype.h"
 
+#include <cstdio>
 #include <sstream>
 
 #include "tensor/error.h"
@@ -49,6 +50,12 @@ std::string position_str(int64_t flat, const std::vector<int64_t>& shape) {
     flat /= shape[d];
   }
   return shape_str(pos);
+}
+
+std::string number_str(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 }  // namespace cmha

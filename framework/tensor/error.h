@@ -17,6 +17,9 @@ class Error : public std::runtime_error {
 std::string shape_str(const std::vector<int64_t>& shape);
 // "[1, 2]": the multi-index of flat position `flat` in `shape`, for errors.
 std::string position_str(int64_t flat, const std::vector<int64_t>& shape);
+// "0.3", "1e-07", "nan": a number in a message, six significant digits (%g;
+// std::to_string prints 1e-7 as 0.000000).
+std::string number_str(double v);
 
 }  // namespace cmha
 

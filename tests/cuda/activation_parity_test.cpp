@@ -21,8 +21,6 @@ namespace {
 // and more.
 constexpr double kGeluTolerance = 1e-11;
 
-Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
-
 // n values uniform in [-range, range), the last ones special.
 Tensor input(int64_t n, uint64_t seed, double range) {
   Tensor t = random_of({n}, DType::f32, seed, -range, range);
@@ -31,13 +29,13 @@ Tensor input(int64_t n, uint64_t seed, double range) {
   return t;
 }
 
-const int64_t kSizes[] = {0, 1, 7, 33, 1003, 100003};
+const int64_t kActivationSizes[] = {0, 1, 7, 33, 1003, 100003};
 
 }  // namespace
 
 PARITY_TEST(ReluForwardAndBackward, "activation.relu", "activation.relu_backward") {
   // Selects only (x < 0 ? 0 : x, y > 0 ? g : 0): the CPU's bits, NaN payload included.
-  for (int64_t n : kSizes) {
+  for (int64_t n : kActivationSizes) {
     const Tensor x = input(n, 1 + n, 3.0), g = input(n, 2 + n, 1.0);
     Tensor y = Tensor::empty({n}), gy = Tensor::empty({n}, DType::f32, Device::cuda(0));
     CMHA_KERNEL(Device::cpu(), activation.relu)(x, y);
@@ -53,7 +51,7 @@ PARITY_TEST(ReluForwardAndBackward, "activation.relu", "activation.relu_backward
 PARITY_TEST(GeluForwardAndBackward, "activation.gelu", "activation.gelu_backward") {
   for (bool tanh_form : {false, true})
     for (double range : {1.0, 4.0, 12.0})
-      for (int64_t n : kSizes) {
+      for (int64_t n : kActivationSizes) {
         const Tensor x = input(n, 10 + n, range), g = input(n, 20 + n, 1.0);
         Tensor y = Tensor::empty({n}), gy = Tensor::empty({n}, DType::f32, Device::cuda(0));
         CMHA_KERNEL(Device::cpu(), activation.gelu)(x, y, tanh_form);

@@ -21,23 +21,23 @@ using namespace cmha::test;
 
 namespace {
 
-struct Case {
+struct AttentionCase {
   int64_t N, Tq, Dk, H;
 };
 
-std::string describe(const Case& c) {
+std::string describe(const AttentionCase& c) {
   return "N " + std::to_string(c.N) + " Tq " + std::to_string(c.Tq) + " D~k " + std::to_string(c.Dk) + " H " +
          std::to_string(c.H);
 }
 
-const Case kCases[] = {{1, 1, 8, 1}, {2, 5, 6, 3}, {3, 43, 16, 4}, {64, 31, 128, 8}, {8, 197, 192, 12}, {0, 4, 8, 2}};
+const AttentionCase kAttentionCases[] = {{1, 1, 8, 1}, {2, 5, 6, 3}, {3, 43, 16, 4}, {64, 31, 128, 8}, {8, 197, 192, 12}, {0, 4, 8, 2}};
 
 }  // namespace
 
 PARITY_TEST(CollaborativeQueriesMatchTheCpu, "attention.collaborative_queries",
             "attention.collaborative_queries_backward") {
   uint64_t seed = 300;
-  for (const Case& c : kCases) {
+  for (const AttentionCase& c : kAttentionCases) {
     const float scale = 0.17f;
     const Tensor q = random_of({c.N, c.Tq, c.Dk}, DType::f32, ++seed);
     const Tensor m = random_of({c.H, c.Dk}, DType::f32, ++seed);

@@ -19,10 +19,6 @@ using namespace cmha::test;
 
 namespace {
 
-const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::b8};
-
-Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
-
 template <typename T>
 void put(Tensor& t, const std::vector<T>& values) {
   const size_t k = std::min(values.size(), static_cast<size_t>(t.numel()));
@@ -84,8 +80,8 @@ std::string pair_name(DType d, DType s) { return std::string(dtype_name(s)) + " 
 }  // namespace
 
 PARITY_TEST(CopyEveryDTypePairContiguous, "copy.copy") {
-  for (DType s : kDTypes)
-    for (DType d : kDTypes)
+  for (DType s : kEveryDType)
+    for (DType d : kEveryDType)
       for (int64_t n : {0, 1, 7, 33, 1003}) {
         const Tensor src = source_values(s, n, 100 + n);
         EXPECT_TRUE(copy_matches(d, {n}, src, [](const Tensor& t) { return t; })) << pair_name(d, s) << ", n = " << n;
@@ -93,8 +89,8 @@ PARITY_TEST(CopyEveryDTypePairContiguous, "copy.copy") {
 }
 
 PARITY_TEST(CopyEveryDTypePairFromViews, "copy.copy") {
-  for (DType s : kDTypes)
-    for (DType d : kDTypes) {
+  for (DType s : kEveryDType)
+    for (DType d : kEveryDType) {
       const std::string what = pair_name(d, s);
       // [33, 7] transposed to [7, 33]
       EXPECT_TRUE(copy_matches(d, {7, 33}, source_values(s, 33 * 7, 1).view({33, 7}),
@@ -127,8 +123,8 @@ PARITY_TEST(CopyEveryDTypePairFromViews, "copy.copy") {
 
 PARITY_TEST(CopyIntoStridedDestinations, "copy.copy") {
   // dst is a view of a bigger base: the elements outside it must stay as they were.
-  for (DType s : kDTypes)
-    for (DType d : kDTypes) {
+  for (DType s : kEveryDType)
+    for (DType d : kEveryDType) {
       const Tensor src = source_values(s, 7 * 33, 11).view({7, 33});
       const Tensor dst_base = source_values(d, 33 * 14, 12).view({33, 14});
       Tensor cpu_base = dst_base.clone(), gpu_base = gpu_copy(dst_base);
@@ -171,7 +167,7 @@ PARITY_TEST(CopyThroughTensorApi, "copy.copy", "copy.transfer") {
 PARITY_TEST(FillEveryDTypeAndView, "copy.fill") {
   const double values[] = {0.0,  -0.0, 1.5,     -2.75,   0.1,   1e10,      -1e10,       NAN,         INFINITY,
                            -INFINITY, 65520.0, 65519.0, 1e-8, 3e9, -2147483648.0, 9.3e18, 1e-300, 255.0, 0.5};
-  for (DType d : kDTypes)
+  for (DType d : kEveryDType)
     for (double v : values) {
       // contiguous (zero is a memset there), strided (every other column,
       // transposed), and empty
@@ -193,7 +189,7 @@ PARITY_TEST(FillEveryDTypeAndView, "copy.fill") {
 PARITY_TEST(IotaEveryDType, "copy.iota") {
   // 70001 passes f16's largest value (65504; 65520 on round to inf) with its
   // spacing of 32 there; 300007 rounds in bf16 (spacing 2048 there).
-  for (DType d : kDTypes)
+  for (DType d : kEveryDType)
     for (int64_t n : {0, 1, 7, 33, 1003, 70001, 300007}) {
       Tensor cpu = Tensor::empty({n}, d), gpu = Tensor::empty({n}, d, Device::cuda(0));
       CMHA_KERNEL(Device::cpu(), copy.iota)(cpu);
@@ -205,7 +201,7 @@ PARITY_TEST(IotaEveryDType, "copy.iota") {
 PARITY_TEST(TransferRoundTripsBytes, "copy.transfer") {
   // Arbitrary bytes (NaN payloads, non-canonical values) there and back.
   std::mt19937_64 bytes(51);
-  for (DType d : kDTypes)
+  for (DType d : kEveryDType)
     for (int64_t n : {0, 1, 7, 1003, 1 << 20}) {
       Tensor host = Tensor::empty({n}, d);
       auto* p = static_cast<unsigned char*>(host.raw_data());

@@ -16,12 +16,12 @@ using namespace cmha::test;
 
 namespace {
 
-constexpr std::array<uint32_t, 2> kKey{0x9E3779B9u, 0xC2B2AE35u};  // a 64-bit seed: both halves nonzero
-constexpr uint64_t kBase = (uint64_t{1} << 32) - 1000;               // c1 becomes 1 inside the larger calls
+constexpr std::array<uint32_t, 2> kDropoutKey{0x9E3779B9u, 0xC2B2AE35u};  // a 64-bit seed: both halves nonzero
+constexpr uint64_t kBase = (uint64_t{1} << 32) - 1000;                      // c1 becomes 1 inside the larger calls
 
 // The sizes: empty, tails of 1, 3 and 255, one whole group, a group and one,
 // an uneven middle, and three parallel tasks' worth of groups plus a tail.
-const int64_t kSizes[] = {0, 1, 3, 255, 256, 257, 1000, 65536 * 3 + 17};
+const int64_t kDropoutSizes[] = {0, 1, 3, 255, 256, 257, 1000, 65536 * 3 + 17};
 
 struct DropoutResult {
   Tensor y, mask;
@@ -30,7 +30,7 @@ struct DropoutResult {
 DropoutResult forward_on(Device device, const Tensor& x, uint64_t base, float p) {
   const Tensor xd = x.to(device);
   DropoutResult r{Tensor::empty(x.shape(), DType::f32, device), Tensor::empty(x.shape(), DType::b8, device)};
-  CMHA_KERNEL(device, dropout.forward)(xd, r.y, r.mask, base, kKey, p, 1.0f / (1.0f - p));
+  CMHA_KERNEL(device, dropout.forward)(xd, r.y, r.mask, base, kDropoutKey, p, 1.0f / (1.0f - p));
   return r;
 }
 
@@ -38,7 +38,7 @@ DropoutResult forward_on(Device device, const Tensor& x, uint64_t base, float p)
 
 PARITY_TEST(DropoutForwardMaskAndOutputAreTheCpus, "dropout.forward") {
   for (const float p : {0.1f, 0.5f, 0.9f})
-    for (const int64_t n : kSizes) {
+    for (const int64_t n : kDropoutSizes) {
       const Tensor x = random_of({n}, DType::f32, 11 + static_cast<uint64_t>(n), -2.0, 2.0);
       const DropoutResult want = forward_on(Device::cpu(), x, kBase, p), got = forward_on(gpu(), x, kBase, p);
       EXPECT_TRUE(same_as_cpu(got.mask, want.mask)) << "n = " << n << ", p = " << p;
@@ -78,7 +78,7 @@ PARITY_TEST(DropoutForwardKeepRate, "dropout.forward") {
   const Tensor x = Tensor::ones({n}).to(gpu());
   for (const float p : {0.1f, 0.5f, 0.9f}) {
     Tensor y = Tensor::empty({n}, DType::f32, gpu()), mask = Tensor::empty({n}, DType::b8, gpu());
-    CMHA_KERNEL(gpu(), dropout.forward)(x, y, mask, 12345, kKey, p, 1.0f / (1.0f - p));
+    CMHA_KERNEL(gpu(), dropout.forward)(x, y, mask, 12345, kDropoutKey, p, 1.0f / (1.0f - p));
     const std::vector<float> m = on_cpu(mask).to_float_vector();
     double kept = 0.0;
     for (float v : m) kept += v;

@@ -17,11 +17,7 @@ using backend::UnaryOp;
 
 namespace {
 
-using View = std::function<Tensor(const Tensor&)>;
-const View kWhole = [](const Tensor& t) { return t; };
 const BinaryOp kBinaryOps[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::div};
-
-Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
 
 // op over the same views of the same bases on both devices; add, sub, mul
 // and div are IEEE operations on both, so the bits must agree (NaN aside).

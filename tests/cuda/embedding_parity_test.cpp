@@ -14,12 +14,10 @@ using namespace cmha::test;
 
 namespace {
 
-Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
-
 struct Sizes {
   int64_t V, D, N;
 };
-const Sizes kSizes[] = {{1, 1, 1}, {7, 33, 0}, {5, 1, 1003}, {50, 7, 1003}, {1003, 129, 33}, {3, 1003, 7}};
+const Sizes kEmbeddingSizes[] = {{1, 1, 1}, {7, 33, 0}, {5, 1, 1003}, {50, 7, 1003}, {1003, 129, 33}, {3, 1003, 7}};
 
 // N ids in [0, V): uniform, or skewed so that id `V / 2` (a padding id, a
 // common token) owns about 60% of the positions.
@@ -66,12 +64,12 @@ std::string name(const Sizes& s, bool skewed) {
 }  // namespace
 
 PARITY_TEST(EmbeddingForwardOddSizes, "embedding.forward") {
-  for (const Sizes& s : kSizes)
+  for (const Sizes& s : kEmbeddingSizes)
     for (bool skewed : {false, true}) EXPECT_TRUE(forward_matches(s, ids_of(s, skewed, 11))) << name(s, skewed);
 }
 
 PARITY_TEST(EmbeddingBackwardSumsInPositionOrder, "embedding.backward") {
-  for (const Sizes& s : kSizes)
+  for (const Sizes& s : kEmbeddingSizes)
     for (bool skewed : {false, true}) {
       const Tensor ids = ids_of(s, skewed, 21);
       EXPECT_TRUE(backward_matches(s, ids, Tensor::zeros({s.V, s.D}))) << name(s, skewed);

@@ -16,12 +16,6 @@ using namespace cmha::test;
 
 namespace {
 
-using View = std::function<Tensor(const Tensor&)>;
-const View kWhole = [](const Tensor& t) { return t; };
-const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::b8};
-
-Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
-
 Tensor values_of(DType dtype, const Shape& shape, uint64_t seed) {
   return dtype == DType::i32 || dtype == DType::i64 ? random_of(shape, dtype, seed, -1000.0, 1000.0)
                                                     : random_of(shape, dtype, seed, -4.0, 4.0);
@@ -89,7 +83,7 @@ PARITY_TEST(MaskedFillBroadcastMasksEveryDType, "index.masked_fill") {
   const Case cases[] = {{{7, 33}, {7, 33}}, {{7, 33}, {33}},   {{7, 33}, {1, 33}},       {{7, 33}, {7, 1}},
                         {{7, 33}, {}},      {{1003}, {1003}},  {{2, 3, 4, 5}, {3, 1, 5}}, {{2, 3, 4, 5}, {4, 1}},
                         {{0, 33}, {33}},    {{1}, {1}},        {{}, {}}};
-  for (DType d : kDTypes)
+  for (DType d : kEveryDType)
     for (const Case& c : cases)
       for (double value : {-double(INFINITY), 0.0, 3.7, 1e10}) {
         const Tensor x = values_of(d, c.x, 61), mask = random_of(c.mask, DType::b8, 62);
@@ -102,7 +96,7 @@ PARITY_TEST(MaskedFillStridedViews, "index.masked_fill") {
   const View transposed = [](const Tensor& t) { return t.transpose(0, 1); };   // [33, 7] -> [7, 33]
   const View every_third = [](const Tensor& t) { return t.slice(1, 2, 99, 3); };  // [7, 99] -> [7, 33]
   const View expanded = [](const Tensor& t) { return t.expand({7, 33}); };       // [1, 33] -> [7, 33]
-  for (DType d : kDTypes) {
+  for (DType d : kEveryDType) {
     const std::string what = dtype_name(d);
     EXPECT_TRUE(masked_fill_matches(values_of(d, {33, 7}, 71), transposed, random_of({7, 99}, DType::b8, 72),
                                     every_third, -1e9))
@@ -184,14 +178,14 @@ Tensor index_for(const GatherCase& c, uint64_t seed) {
 }  // namespace
 
 PARITY_TEST(GatherEveryDTypeAndDim, "index.gather") {
-  for (DType d : kDTypes)
+  for (DType d : kEveryDType)
     for (const GatherCase& c : kGatherCases)
       EXPECT_TRUE(gather_matches(values_of(d, c.x, 91), kWhole, index_for(c, 92), kWhole, c.dim))
           << dtype_name(d) << shape_str(c.x) << " by " << shape_str(c.index) << " along " << c.dim;
 }
 
 PARITY_TEST(GatherStridedAndExpandedViews, "index.gather") {
-  for (DType d : kDTypes) {
+  for (DType d : kEveryDType) {
     // x [9, 5, 7] permuted to [5, 7, 9]; index [9, 4, 5] transposed to [5, 4, 9]
     const Tensor x = values_of(d, {9, 5, 7}, 101);
     const View x_view = [](const Tensor& t) { return t.permute({1, 2, 0}); };

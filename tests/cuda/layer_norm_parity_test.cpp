@@ -26,24 +26,24 @@ using namespace cmha::test;
 
 namespace {
 
-constexpr double kTolerance = 1e-12;
+constexpr double kLayerNormTolerance = 1e-12;
 constexpr double kAffineTolerance = 1e-11;
 
-struct Case {
+struct LayerNormCase {
   int64_t rows, d;
   bool weight, bias;
   float eps;
   double center;  // the rows' mean
 };
 
-std::string describe(const Case& c) {
+std::string describe(const LayerNormCase& c) {
   return "[" + std::to_string(c.rows) + ", " + std::to_string(c.d) + "]" + (c.weight ? " weight" : "") +
          (c.bias ? " bias" : "") + " eps " + std::to_string(c.eps) + " center " + std::to_string(c.center);
 }
 
 Tensor on(const Tensor& t, Device device) { return t.defined() ? t.contiguous().to(device) : Tensor(); }
 
-void expect_parity(const Case& c, uint64_t seed, Device gpu) {
+void expect_parity(const LayerNormCase& c, uint64_t seed, Device gpu) {
   const Tensor x = random_of({c.rows, c.d}, DType::f32, seed, c.center - 1.0, c.center + 1.0);
   const Tensor w = c.weight ? random_of({c.d}, DType::f32, seed + 1, 0.5, 1.5) : Tensor();
   const Tensor b = c.bias ? random_of({c.d}, DType::f32, seed + 2) : Tensor();
@@ -52,9 +52,9 @@ void expect_parity(const Case& c, uint64_t seed, Device gpu) {
          rstd_gpu = Tensor::empty({c.rows}, DType::f32, gpu);
   CMHA_KERNEL(Device::cpu(), layer_norm.forward)(x, w, b, y_cpu, mean_cpu, rstd_cpu, c.eps);
   CMHA_KERNEL(gpu, layer_norm.forward)(on(x, gpu), on(w, gpu), on(b, gpu), y_gpu, mean_gpu, rstd_gpu, c.eps);
-  EXPECT_TRUE(close_to_cpu(mean_gpu, mean_cpu, kTolerance)) << describe(c) << " mean";
-  EXPECT_TRUE(close_to_cpu(rstd_gpu, rstd_cpu, kTolerance)) << describe(c) << " rstd";
-  EXPECT_TRUE(close_to_cpu(y_gpu, y_cpu, kTolerance)) << describe(c) << " y";
+  EXPECT_TRUE(close_to_cpu(mean_gpu, mean_cpu, kLayerNormTolerance)) << describe(c) << " mean";
+  EXPECT_TRUE(close_to_cpu(rstd_gpu, rstd_cpu, kLayerNormTolerance)) << describe(c) << " rstd";
+  EXPECT_TRUE(close_to_cpu(y_gpu, y_cpu, kLayerNormTolerance)) << describe(c) << " y";
 
   // Backward from the CPU's saved statistics on both sides, every subset of
   // the three gradients (none wanted included: a call that does nothing).
@@ -71,7 +71,7 @@ void expect_parity(const Case& c, uint64_t seed, Device gpu) {
     CMHA_KERNEL(gpu, layer_norm.backward)(on(x, gpu), on(w, gpu), on(g, gpu), on(mean_cpu, gpu), on(rstd_cpu, gpu),
                                           dx_gpu, dw_gpu, db_gpu);
     const std::string what = describe(c) + " backward, wanted " + std::to_string(wanted);
-    if (want_dx) EXPECT_TRUE(close_to_cpu(dx_gpu, dx_cpu, kTolerance)) << what << " dx";
+    if (want_dx) EXPECT_TRUE(close_to_cpu(dx_gpu, dx_cpu, kLayerNormTolerance)) << what << " dx";
     if (want_dw) EXPECT_TRUE(close_to_cpu(dw_gpu, dw_cpu, kAffineTolerance)) << what << " dweight";
     if (want_db) EXPECT_TRUE(close_to_cpu(db_gpu, db_cpu, kAffineTolerance)) << what << " dbias";
   }

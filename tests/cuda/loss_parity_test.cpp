@@ -28,7 +28,7 @@ using namespace cmha::test;
 
 namespace {
 
-constexpr double kTolerance = 1e-12;
+constexpr double kCrossEntropyTolerance = 1e-12;
 constexpr double kLossTolerance = 1e-11;
 constexpr int64_t kIgnore = -100;
 
@@ -55,13 +55,13 @@ void expect_count_matches(const std::vector<int64_t>& values, int64_t classes, i
   EXPECT_EQ(g.bad_value, c.bad_value) << values.size() << " rows";
 }
 
-struct Case {
+struct LossCase {
   int64_t rows, classes;
   float eps;
   double scale;  // logits uniform in [-scale, scale)
 };
 
-std::string describe(const Case& c) {
+std::string describe(const LossCase& c) {
   return "[" + std::to_string(c.rows) + ", " + std::to_string(c.classes) + "] eps " + std::to_string(c.eps) +
          " |z| < " + std::to_string(c.scale);
 }
@@ -71,7 +71,7 @@ Tensor upstream(int64_t rows, bool per_row, uint64_t seed) {
   return random_of({per_row ? rows : 1}, DType::f32, seed, 0.5, 2.0);
 }
 
-void expect_cross_entropy_parity(const Case& c, const Tensor& target, int64_t ignore_index, uint64_t seed,
+void expect_cross_entropy_parity(const LossCase& c, const Tensor& target, int64_t ignore_index, uint64_t seed,
                                  Device gpu) {
   const int64_t N = c.rows, C = c.classes;
   const Tensor z = random_of({N, C}, DType::f32, seed, -c.scale, c.scale);
@@ -95,13 +95,13 @@ void expect_cross_entropy_parity(const Case& c, const Tensor& target, int64_t ig
                                                               ignore_index, per_row, denom);
       CMHA_KERNEL(gpu, loss.cross_entropy_backward)(zg, tg, max_cpu.to(gpu), ls_cpu.to(gpu), g.to(gpu), dz_gpu,
                                                     c.eps, ignore_index, per_row, denom);
-      EXPECT_TRUE(close_to_cpu(dz_gpu, dz_cpu, kTolerance))
+      EXPECT_TRUE(close_to_cpu(dz_gpu, dz_cpu, kCrossEntropyTolerance))
           << describe(c) << " dz, per_row " << per_row << " denom " << denom;
     }
   }
 }
 
-void expect_soft_cross_entropy_parity(const Case& c, uint64_t seed, Device gpu) {
+void expect_soft_cross_entropy_parity(const LossCase& c, uint64_t seed, Device gpu) {
   const int64_t N = c.rows, C = c.classes;
   const Tensor z = random_of({N, C}, DType::f32, seed, -c.scale, c.scale);
   // Non-negative targets that do not sum to 1 (S ≠ 1 exercises the general form).
@@ -126,15 +126,15 @@ void expect_soft_cross_entropy_parity(const Case& c, uint64_t seed, Device gpu) 
       CMHA_KERNEL(gpu, loss.soft_cross_entropy_backward)(zg, qg, max_cpu.to(gpu), ls_cpu.to(gpu), g.to(gpu), dz_gpu,
                                                          dq_gpu, c.eps, per_row, denom);
       const std::string what = describe(c) + ", per_row " + std::to_string(per_row) + " denom " + std::to_string(denom);
-      EXPECT_TRUE(close_to_cpu(dz_gpu, dz_cpu, kTolerance)) << what << " dz";
-      EXPECT_TRUE(close_to_cpu(dq_gpu, dq_cpu, kTolerance)) << what << " dq";
+      EXPECT_TRUE(close_to_cpu(dz_gpu, dz_cpu, kCrossEntropyTolerance)) << what << " dz";
+      EXPECT_TRUE(close_to_cpu(dq_gpu, dq_cpu, kCrossEntropyTolerance)) << what << " dq";
     }
   }
 }
 
 // Sizes: rows of 1, 7, 33, 1003 and classes from 1 to a vocabulary (a warp
 // per row up to 1024 classes, a block beyond).
-const Case kCases[] = {
+const LossCase kLossCases[] = {
     {1, 1, 0.0f, 1.0},      {7, 7, 0.1f, 3.0},      {33, 1000, 0.0f, 3.0},   {33, 1000, 0.1f, 3.0},
     {1003, 33, 0.1f, 3.0},  {40, 8003, 0.0f, 3.0},  {40, 8003, 0.1f, 3.0},   {3, 40009, 0.1f, 3.0},
     {33, 1003, 0.1f, 500.0}, {40, 8003, 0.1f, 500.0}, {1003, 7, 0.0f, 500.0}, {0, 7, 0.1f, 1.0},
@@ -182,14 +182,14 @@ PARITY_TEST(CountCorrectCountsLikeTheCpu, "loss.count_correct") {
 
 PARITY_TEST(CrossEntropyForwardBackward, "loss.cross_entropy_forward", "loss.cross_entropy_backward") {
   uint64_t seed = 10;
-  for (const Case& c : kCases) {
+  for (const LossCase& c : kLossCases) {
     // Every 5th row ignored; a second pass with no row ignored.
     expect_cross_entropy_parity(c, targets(c.rows, c.classes, seed, 5), kIgnore, seed + 1, gpu());
     expect_cross_entropy_parity(c, targets(c.rows, c.classes, seed + 2, 0), kIgnore, seed + 3, gpu());
     seed += 10;
   }
   // ignore_index a class (0): rows targeting class 0 are ignored.
-  const Case c{33, 1003, 0.1f, 3.0};
+  const LossCase c{33, 1003, 0.1f, 3.0};
   expect_cross_entropy_parity(c, targets(c.rows, c.classes, 500, 4, 0), 0, 501, gpu());
   // Every row ignored: all zeros, forward and backward.
   expect_cross_entropy_parity(c, targets(c.rows, c.classes, 502, 1), kIgnore, 503, gpu());
@@ -198,7 +198,7 @@ PARITY_TEST(CrossEntropyForwardBackward, "loss.cross_entropy_forward", "loss.cro
 PARITY_TEST(SoftCrossEntropyForwardBackward, "loss.soft_cross_entropy_forward",
             "loss.soft_cross_entropy_backward") {
   uint64_t seed = 1000;
-  for (const Case& c : kCases) {
+  for (const LossCase& c : kLossCases) {
     expect_soft_cross_entropy_parity(c, seed, gpu());
     seed += 10;
   }
@@ -213,6 +213,6 @@ PARITY_TEST(ReduceRowsSumsInDouble, "loss.reduce_rows") {
       CMHA_KERNEL(Device::cpu(), loss.reduce_rows)(row_loss, out_cpu, divisor);
       CMHA_KERNEL(gpu(), loss.reduce_rows)(on_gpu(row_loss), out_gpu, divisor);
       if (rows == 0 || divisor == 0.0) EXPECT_TRUE(same_as_cpu(out_gpu, out_cpu)) << rows << " / " << divisor;
-      else EXPECT_TRUE(close_to_cpu(out_gpu, out_cpu, kTolerance)) << rows << " / " << divisor;
+      else EXPECT_TRUE(close_to_cpu(out_gpu, out_cpu, kCrossEntropyTolerance)) << rows << " / " << divisor;
     }
 }

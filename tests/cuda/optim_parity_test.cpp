@@ -29,7 +29,7 @@ using namespace cmha::test;
 
 namespace {
 
-const int64_t kSizes[] = {0, 1, 7, 33, 1003, 65536 * 2 + 3};
+const int64_t kParameterSizes[] = {0, 1, 7, 33, 1003, 65536 * 2 + 3};
 
 // The GPU result against the host evaluation of the kernel's arithmetic, and
 // against the CPU's (see the top of the file).
@@ -70,7 +70,7 @@ PARITY_TEST(AdamStepIsTheCpus, "optim.adam_step") {
   };
   for (const Case c : {Case{"adam", 0.0f, 1.0f}, Case{"adam l2", 1e-2f, 1.0f}, Case{"adamw", 0.0f, 0.99999f},
                        Case{"both", 1e-2f, 0.9999f}})
-    for (const int64_t n : kSizes) {
+    for (const int64_t n : kParameterSizes) {
       const backend::AdamStep s = adam_scalars(c.l2, c.shrink);
       const Tensor p = random_of({n}, DType::f32, 1), g = random_of({n}, DType::f32, 2);
       const Tensor m = random_of({n}, DType::f32, 3, -0.1, 0.1), v = random_of({n}, DType::f32, 4, 0.0, 0.01);
@@ -126,7 +126,7 @@ PARITY_TEST(SgdStepIsTheCpus, "optim.sgd_step") {
     s.neg_lr = -0.05f;
     s.nesterov = nesterov;
     s.first = first;
-    for (const int64_t n : kSizes) {
+    for (const int64_t n : kParameterSizes) {
       const Tensor p = random_of({n}, DType::f32, 7), g = random_of({n}, DType::f32, 8);
       const Tensor b = random_of({n}, DType::f32, 9, -0.5, 0.5);
       const Tensor pc = p.clone(), bc = momentum ? b.clone() : Tensor();
@@ -147,7 +147,7 @@ PARITY_TEST(SgdStepIsTheCpus, "optim.sgd_step") {
 
 PARITY_TEST(EmaUpdateIsTheCpus, "optim.ema_update") {
   const float decay = 0.9998f, one_minus_decay = static_cast<float>(1.0 - 0.9998);
-  for (const int64_t n : kSizes) {
+  for (const int64_t n : kParameterSizes) {
     const Tensor shadow = random_of({n}, DType::f32, 10), param = random_of({n}, DType::f32, 11);
     const Tensor sc = shadow.clone(), sg = on_gpu(shadow), sr = shadow.clone();
     CMHA_KERNEL(Device::cpu(), optim.ema_update)(sc, param, decay, one_minus_decay, Tensor());
@@ -159,7 +159,7 @@ PARITY_TEST(EmaUpdateIsTheCpus, "optim.ema_update") {
 }
 
 PARITY_TEST(SwapExchangesLikeTheCpu, "optim.swap") {
-  for (const int64_t n : kSizes) {
+  for (const int64_t n : kParameterSizes) {
     const Tensor a = random_of({n}, DType::f32, 12), b = random_of({n}, DType::f32, 13);
     const Tensor ac = a.clone(), bc = b.clone(), ag = on_gpu(a), bg = on_gpu(b);
     CMHA_KERNEL(Device::cpu(), optim.swap)(ac, bc);

@@ -10,6 +10,7 @@
 // Without a CUDA device (or in a build without CUDA) the tests skip and say why.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <initializer_list>
 #include <set>
 #include <string>
@@ -49,6 +50,18 @@ double normalized_error(const Tensor& actual, const Tensor& expected);
 // Random data of any dtype: floats uniform in [low, high), integers in
 // [low, high), b8 true with probability 1/2.
 Tensor random_of(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0);
+
+// A contiguous copy of a CPU tensor on cuda:0, for helpers outside the
+// fixture (CudaParity::on_gpu inside it).
+inline Tensor gpu_copy(const Tensor& cpu) { return cpu.contiguous().to(Device::cuda(0)); }
+
+// Every dtype, for the entries that take any.
+inline constexpr DType kEveryDType[] = {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::b8};
+
+// A view taken the same way of the CPU and the GPU tensor (a transpose, a
+// slice, a broadcast), and the tensor itself.
+using View = std::function<Tensor(const Tensor&)>;
+inline const View kWhole = [](const Tensor& t) { return t; };
 
 }  // namespace cmha::test
 

@@ -22,10 +22,10 @@ using namespace cmha::test;
 
 namespace {
 
-constexpr std::array<uint32_t, 2> kKey{0x85EBCA6Bu, 0x27D4EB2Fu};
+constexpr std::array<uint32_t, 2> kFillKey{0x85EBCA6Bu, 0x27D4EB2Fu};
 constexpr uint64_t kFirst = (uint64_t{1} << 32) - 3;
 
-const int64_t kSizes[] = {0, 1, 3, 7, 33, 1003, 65536 * 4 + 5};
+const int64_t kFillSizes[] = {0, 1, 3, 7, 33, 1003, 65536 * 4 + 5};
 
 // `fill` writes into an f32 tensor of n elements on `device`.
 template <typename Fill>
@@ -38,14 +38,14 @@ Tensor filled(Device device, int64_t n, Fill fill) {
 }  // namespace
 
 PARITY_TEST(RandomUniformIsTheCpus, "random.uniform") {
-  for (const int64_t n : kSizes) {
+  for (const int64_t n : kFillSizes) {
     // A range of 4.2, so that (high - low)·U rounds and fusing it matters.
     const auto fill = [](Device d, const Tensor& out) {
-      CMHA_KERNEL(d, random.uniform)(out, kKey, kFirst, -2.5f, 1.7f);
+      CMHA_KERNEL(d, random.uniform)(out, kFillKey, kFirst, -2.5f, 1.7f);
     };
     const Tensor want = filled(Device::cpu(), n, fill), got = filled(gpu(), n, fill);
     Tensor reference = Tensor::empty({n});
-    for (int64_t i = 0; i < n; ++i) reference.data<float>()[i] = fused::uniform_element(i, kKey, kFirst, -2.5f, 1.7f);
+    for (int64_t i = 0; i < n; ++i) reference.data<float>()[i] = fused::uniform_element(i, kFillKey, kFirst, -2.5f, 1.7f);
     if (cuda_emulated()) {  // the "GPU" runs the CPU's kernel
       EXPECT_TRUE(same_as_cpu(got, want)) << "n = " << n << " (emulated device)";
       continue;
@@ -61,8 +61,8 @@ PARITY_TEST(RandomUniformIsTheCpus, "random.uniform") {
 }
 
 PARITY_TEST(RandomNormalMatchesTheCpu, "random.normal") {
-  for (const int64_t n : kSizes) {
-    const auto fill = [](Device d, const Tensor& out) { CMHA_KERNEL(d, random.normal)(out, kKey, kFirst, 0.5f, 2.0f); };
+  for (const int64_t n : kFillSizes) {
+    const auto fill = [](Device d, const Tensor& out) { CMHA_KERNEL(d, random.normal)(out, kFillKey, kFirst, 0.5f, 2.0f); };
     EXPECT_TRUE(close_to_cpu(filled(gpu(), n, fill), filled(Device::cpu(), n, fill), 1e-11))
         << "n = " << n;
   }
@@ -76,9 +76,9 @@ PARITY_TEST(RandomTruncNormalMatchesTheCpu, "random.trunc_normal") {
     float mean, std, a, b;
   };
   for (const Case c : {Case{0.5f, 2.0f, -1.0f, 3.0f}, Case{0.0f, 1.0f, 3.5f, 4.0f}})
-    for (const int64_t n : kSizes) {
+    for (const int64_t n : kFillSizes) {
       const auto fill = [c](Device d, const Tensor& out) {
-        CMHA_KERNEL(d, random.trunc_normal)(out, kKey, kFirst, c.mean, c.std, c.a, c.b);
+        CMHA_KERNEL(d, random.trunc_normal)(out, kFillKey, kFirst, c.mean, c.std, c.a, c.b);
       };
       const std::vector<float> g = filled(gpu(), n, fill).to(Device::cpu()).to_float_vector();
       const std::vector<float> w = filled(Device::cpu(), n, fill).to_float_vector();

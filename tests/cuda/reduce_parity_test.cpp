@@ -24,7 +24,6 @@ using namespace cmha::test;
 
 namespace {
 
-using View = std::function<Tensor(const Tensor&)>;
 Tensor same_view(const Tensor& t) { return t; }
 
 constexpr double kSumTolerance = 1e-12;

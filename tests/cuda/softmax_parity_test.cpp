@@ -23,7 +23,7 @@ using namespace cmha::test;
 
 namespace {
 
-constexpr double kTolerance = 1e-12;
+constexpr double kSoftmaxTolerance = 1e-12;
 
 using Geometry = backend::SoftmaxGeometry;
 
@@ -37,7 +37,7 @@ Tensor expect_forward_matches(const Tensor& x, const Geometry& s, bool log, Devi
   Tensor y_cpu = Tensor::empty(x.shape()), y_gpu = Tensor::empty(x.shape(), DType::f32, gpu);
   CMHA_KERNEL(Device::cpu(), softmax.forward)(x, y_cpu, s, log);
   CMHA_KERNEL(gpu, softmax.forward)(x.to(gpu), y_gpu, s, log);
-  EXPECT_TRUE(close_to_cpu(y_gpu, y_cpu, kTolerance)) << describe(s, log);
+  EXPECT_TRUE(close_to_cpu(y_gpu, y_cpu, kSoftmaxTolerance)) << describe(s, log);
   return y_cpu;
 }
 
@@ -46,7 +46,7 @@ void expect_backward_matches(const Tensor& y, const Tensor& g, const Geometry& s
   Tensor dx_cpu = Tensor::empty(y.shape()), dx_gpu = Tensor::empty(y.shape(), DType::f32, gpu);
   CMHA_KERNEL(Device::cpu(), softmax.backward)(y, g, dx_cpu, s, log);
   CMHA_KERNEL(gpu, softmax.backward)(y.to(gpu), g.to(gpu), dx_gpu, s, log);
-  EXPECT_TRUE(close_to_cpu(dx_gpu, dx_cpu, kTolerance)) << describe(s, log) << " backward";
+  EXPECT_TRUE(close_to_cpu(dx_gpu, dx_cpu, kSoftmaxTolerance)) << describe(s, log) << " backward";
 }
 
 void expect_parity(const Geometry& s, uint64_t seed, double scale, Device gpu, bool backward = true) {

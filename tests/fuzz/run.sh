@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets of tests/fuzz in build-fuzz/ (clang, with
 # AddressSanitizer and UBSan; the library instrumented too) and runs each
 # TARGET for SECONDS on a scratch copy of its seed corpus tests/fuzz/<TARGET>/,
-# so the tree stays clean. Prints executions, exec/s and crashes per target;
+# so the tree stays clean; as many targets at once as there are cores
+# (CMHA_FUZZ_JOBS), each one process of one thread. Prints executions, exec/s and crashes per target;
 # exits 1 when any target crashed (a crash, sanitizer report, leak, timeout
 # of one input past 10 s or an allocation past 2 GiB), 2 on bad arguments.
 #
@@ -61,7 +62,8 @@ if ! grep -q '^CMHA_FUZZ:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   say "configuring $BUILD"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMHA_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-    -DCMHA_CUDA=OFF -DCMHA_MPI=OFF -DCMHA_BUILD_TESTS=OFF -DCMHA_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+    -DCMHA_CUDA=OFF -DCMHA_MPI=OFF -DCMHA_BUILD_TESTS=OFF -DCMHA_BUILD_BENCH=OFF -DCMHA_UNITY_BUILD=ON \
+    "${launcher[@]}" >/dev/null
 fi
 start=$(date +%s)
 say "building in $BUILD (log: $BUILD/fuzz-logs/build.log)"
@@ -83,21 +85,39 @@ export OMP_NUM_THREADS=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 stat_of() { sed -n "s/^stat::$1: *//p" "$2" | tail -n 1; }
 
-failed=""
-printf 'fuzz: %-12s %12s %9s %7s %8s  %s\n' target executions exec/s "new" crashes "peak RSS"
-for t in $TARGETS; do
-  mkdir -p "$SCRATCH/$t" "$BUILD/fuzz-crashes/$t"
-  cp "$ROOT/tests/fuzz/$t/"* "$SCRATCH/$t/"
-  before=$(find "$BUILD/fuzz-crashes/$t" -type f | wc -l)
-  dict=()
+# One target: its exit status in $SCRATCH/<TARGET>.rc.
+fuzz_one() {
+  local t=$1 rc=0 dict=()
   [ -f "$ROOT/tests/fuzz/$t.dict" ] && dict=("-dict=$ROOT/tests/fuzz/$t.dict")
-  log="$BUILD/fuzz-logs/$t.log"
-  rc=0
   # shellcheck disable=SC2086
   "$BUILD/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$BUILD/fuzz-crashes/$t/" "${dict[@]}" ${CMHA_FUZZ_FLAGS:-} \
-    "$SCRATCH/$t" >"$log" 2>&1 || rc=$?
-  crashes=$(($(find "$BUILD/fuzz-crashes/$t" -type f | wc -l) - before))
+    "$SCRATCH/$t" >"$BUILD/fuzz-logs/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$SCRATCH/$t.rc"
+}
+
+JOBS=${CMHA_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+declare -A before
+running=0
+for t in $TARGETS; do
+  mkdir -p "$SCRATCH/$t" "$BUILD/fuzz-crashes/$t"
+  cp "$ROOT/tests/fuzz/$t/"* "$SCRATCH/$t/"
+  before[$t]=$(find "$BUILD/fuzz-crashes/$t" -type f | wc -l)
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=""
+printf 'fuzz: %-12s %12s %9s %7s %8s  %s\n' target executions exec/s "new" crashes "peak RSS"
+for t in $TARGETS; do
+  log="$BUILD/fuzz-logs/$t.log"
+  rc=$(cat "$SCRATCH/$t.rc")
+  crashes=$(($(find "$BUILD/fuzz-crashes/$t" -type f | wc -l) - before[$t]))
   [ "$rc" -eq 0 ] || [ "$crashes" -gt 0 ] || crashes=1  # died before writing its input
   printf 'fuzz: %-12s %12s %9s %7s %8s  %s MB\n' "$t" "$(stat_of number_of_executed_units "$log")" \
     "$(stat_of average_exec_per_sec "$log")" "$(stat_of new_units_added "$log")" "$crashes" \

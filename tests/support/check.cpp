@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -96,6 +97,10 @@ SafetensorsFile load_fixture(const std::string& name) {
   return load_safetensors(std::string(CMHA_FIXTURE_DIR) + "/" + name + ".safetensors");
 }
 
+std::string interop_fixture(const std::string& name) {
+  return std::string(CMHA_FIXTURE_DIR) + "/interop_" + name + ".safetensors";
+}
+
 Tensor fixture_tensor(const SafetensorsFile& f, const std::string& key, bool requires_grad) {
   auto it = f.tensors.find(key);
   if (it == f.tensors.end()) {
@@ -152,6 +157,16 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error was raised; expected one mentioning '" << (parts.empty() ? "" : parts[0]) << "'";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
 std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
   return [shared](const char* name) -> const char* {
@@ -164,6 +179,29 @@ std::string temp_dir(const std::string& tag) {
   auto base = std::filesystem::temp_directory_path() / ("cmha_test_" + tag + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(base);
   return base.string();
+}
+
+std::string fresh_dir(const std::string& tag) {
+  const std::string dir = temp_dir(tag);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         (x.nbytes() == 0 || std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0);
+}
+
+::testing::AssertionResult same_values(const Tensor& actual, const Tensor& expected) {
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shapes differ: " << actual.describe() << " vs " << expected.describe();
+  const std::vector<float> a = actual.to_float_vector(), e = expected.to_float_vector();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != e[i] && !(std::isnan(a[i]) && std::isnan(e[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i];
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace cmha::test

@@ -33,6 +33,9 @@ struct GradcheckOptions {
 Tensor random_tensor(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f,
                      bool requires_grad = false);
 
+// tests/reference/fixtures/interop_<name>.safetensors: a timm, Hugging Face
+// or fairseq checkpoint (tests/reference/fixtures_interop.py).
+std::string interop_fixture(const std::string& name);
 // The PyTorch fixture tests/reference/fixtures/<name>.safetensors.
 SafetensorsFile load_fixture(const std::string& name);
 // Fixture tensor `key` (fails the test when absent); with requires_grad set when asked.
@@ -55,11 +58,22 @@ CommandResult run_cmha(const std::string& args);
 
 // The message of the cmha::Error that f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
+// fn must throw a cmha::Error whose message holds every one of `parts` (a
+// failure of the calling test otherwise).
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts);
 
 // An environment of exactly these variables, as dist::launch_from_environment reads one.
 std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars);
 
 // A fresh temporary directory for a test, removed by the caller if wanted.
 std::string temp_dir(const std::string& tag);
+// temp_dir(tag) emptied of what an earlier run left there.
+std::string fresh_dir(const std::string& tag);
+
+// The same dtype, shape and bytes (contiguous copies compared).
+bool same_bytes(const Tensor& a, const Tensor& b);
+// The same shape and values, NaN where the expected value is NaN; the
+// message names the first element that differs.
+::testing::AssertionResult same_values(const Tensor& actual, const Tensor& expected);
 
 }  // namespace cmha::test

@@ -23,4 +23,16 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+std::string write_raw_safetensors(const std::string& path, const std::string& header, const std::string& data) {
+  return write_raw_safetensors(path, header, data, header.size());
+}
+
+std::string write_raw_safetensors(const std::string& path, const std::string& header, const std::string& data,
+                                  uint64_t declared_len) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  for (int i = 0; i < 8; ++i) f.put(static_cast<char>(declared_len >> (8 * i)));
+  f << header << data;
+  return path;
+}
+
 }  // namespace cmha::test

@@ -16,7 +16,7 @@ using cmha::optim::AdamW;
 
 namespace {
 
-const char* kNames[] = {"w", "c", "b"};  // b is excluded from weight decay
+const char* kFixtureParams[] = {"w", "c", "b"};  // b is excluded from weight decay
 
 // Replays fixture `name` (see tests/reference/fixtures_optim.py) through `opt`
 // and compares the parameters after every step and the final state.
@@ -26,19 +26,19 @@ void replay(const std::string& name, Adam& opt, std::vector<Tensor>& params) {
   for (int step = 1; step <= 3; ++step) {
     opt.set_lr(lrs[step - 1]);
     for (size_t i = 0; i < params.size(); ++i) {
-      auto it = f.tensors.find("grad." + std::to_string(step) + "." + kNames[i]);
+      auto it = f.tensors.find("grad." + std::to_string(step) + "." + kFixtureParams[i]);
       if (it == f.tensors.end()) params[i].zero_grad();
       else params[i].set_grad(it->second.clone());
     }
     opt.step();
     for (size_t i = 0; i < params.size(); ++i) {
-      EXPECT_TRUE(all_close(params[i], fixture_tensor(f, "param." + std::to_string(step) + "." + kNames[i]),
+      EXPECT_TRUE(all_close(params[i], fixture_tensor(f, "param." + std::to_string(step) + "." + kFixtureParams[i]),
                             1e-6f, 1e-6f))
-          << name << " step " << step << " parameter " << kNames[i];
+          << name << " step " << step << " parameter " << kFixtureParams[i];
     }
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string k = kNames[i];
+    const std::string k = kFixtureParams[i];
     EXPECT_TRUE(all_close(opt.state()[i].exp_avg, fixture_tensor(f, "exp_avg." + k), 1e-6f, 1e-6f)) << k;
     EXPECT_TRUE(all_close(opt.state()[i].exp_avg_sq, fixture_tensor(f, "exp_avg_sq." + k), 1e-6f, 1e-6f)) << k;
     EXPECT_EQ(opt.state()[i].step, fixture_tensor(f, "step." + k).to_i64_vector()[0]) << k;
@@ -48,7 +48,7 @@ void replay(const std::string& name, Adam& opt, std::vector<Tensor>& params) {
 std::vector<Tensor> initial_params(const std::string& name) {
   SafetensorsFile f = load_fixture(name);
   std::vector<Tensor> params;
-  for (const char* k : kNames) params.push_back(fixture_tensor(f, std::string("init.") + k, true).set_name(k));
+  for (const char* k : kFixtureParams) params.push_back(fixture_tensor(f, std::string("init.") + k, true).set_name(k));
   return params;
 }
 

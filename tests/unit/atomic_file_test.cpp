@@ -25,12 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fresh_dir(const std::string& tag) {
-  const std::string dir = test::temp_dir(tag);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using cmha::test::fresh_dir;
 
 void kill_self() { ::raise(SIGKILL); }
 

@@ -11,12 +11,13 @@
 #include "autograd/ops.h"
 #include "nn/attention/attention.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "tensor/device.h"
 
 namespace cmha {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using cmha::test::has;
 
 nn::AttentionConfig config(const std::string& type) {
   nn::AttentionConfig c;

@@ -18,19 +18,7 @@
 #include "support/check.h"
 
 using namespace cmha;
-
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
+using cmha::test::error_of;
 
 TEST(AttentionRegistry, TypesAndKeysInRecipeOrder) {
   std::vector<std::string> types;

@@ -22,17 +22,6 @@ using namespace cmha::test;
 
 namespace {
 
-// fn must throw cmha::Error whose message contains every one of `needles`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << *needles.begin() << "'";
-  } catch (const Error& e) {
-    for (const std::string& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message: " << e.what();
-  }
-}
-
 // The error every case below expects from `op`'s backward.
 void expect_modified(const std::function<void()>& fn, const std::string& op) {
   expect_error(fn, {op + " backward: a tensor it saved", "was modified in place after the forward"});

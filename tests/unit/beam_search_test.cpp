@@ -21,6 +21,7 @@
 #include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 
 // Exported by libsentencepiece but declared in no installed header.
 namespace sentencepiece::logging {
@@ -41,7 +42,7 @@ namespace {
 
 constexpr int64_t kVocab = 13;
 
-AttentionConfig attention(const std::string& type) {
+AttentionConfig tiny_attention(const std::string& type) {
   AttentionConfig c;
   c.type = type;
   c.heads = 2;
@@ -65,19 +66,19 @@ TransformerConfig tiny_config(const std::string& enc, const std::string& dec, co
   c.dropout = 0.0f;
   c.positions = positions;
   c.max_positions = 64;
-  c.encoder_attention = attention(enc);
-  c.decoder_attention = attention(dec);
-  c.cross_attention = attention(cross);
+  c.encoder_attention = tiny_attention(enc);
+  c.decoder_attention = tiny_attention(dec);
+  c.cross_attention = tiny_attention(cross);
   return c;
 }
 
-struct Model {
+struct NamedModel {
   std::unique_ptr<Transformer> net;
   std::string name;
 };
 
 // Every attention type in every place at least once; both norms; both position kinds.
-std::vector<Model> tiny_models() {
+std::vector<NamedModel> tiny_models() {
   struct Spec {
     const char *enc, *dec, *cross;
     bool pre_norm;
@@ -87,11 +88,11 @@ std::vector<Model> tiny_models() {
                         {"collaborative", "collaborative", "collaborative", false, "sinusoidal"},
                         {"talking_heads", "grouped", "collaborative", true, "learned"},
                         {"grouped", "collaborative", "talking_heads", false, "sinusoidal"}};
-  std::vector<Model> out;
+  std::vector<NamedModel> out;
   uint64_t seed = 11;
   for (const Spec& s : specs) {
     Generator gen(seed++);
-    Model m{std::make_unique<Transformer>(tiny_config(s.enc, s.dec, s.cross, s.pre_norm, s.positions), gen),
+    NamedModel m{std::make_unique<Transformer>(tiny_config(s.enc, s.dec, s.cross, s.pre_norm, s.positions), gen),
             std::string(s.enc) + "/" + s.dec + "/" + s.cross};
     // Sharper output distributions than the initialisation's near-uniform
     // ones, so that the search has real choices to make.
@@ -269,7 +270,7 @@ class TableScorer : public StepScorer {
 
 TEST(BeamSearch, GreedyEqualsBeamOne) {
   auto [src, pad] = batch_of(sources());
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     for (double lenpen : {0.0, 1.0}) {
       const SearchOptions o = options(1, lenpen, 1.0, 4);
       const auto greedy = greedy_search(*m.net, src, pad, o);
@@ -284,7 +285,7 @@ TEST(BeamSearch, CachedBatchedSearchMatchesUncachedReference) {
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
   int64_t longer_than_one = 0;
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     // The last: 3 tokens besides EOS for 5 beams, so some beams stay empty.
     for (const SearchOptions& o : {options(4, 0.6, 1.0, 3), options(3, 1.0, 0.0, 9), options(2, -0.5, 0.5, 2),
                                    options(5, 0.0, 0.0, 6, /*vocab_limit=*/6)}) {
@@ -304,7 +305,7 @@ TEST(BeamSearch, CachedBatchedSearchMatchesUncachedReference) {
 TEST(BeamSearch, WideBeamFindsTheBruteForceBest) {
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     for (double lenpen : {0.0, 1.0}) {
       const SearchOptions o = options(64, lenpen, 0.0, 3, /*vocab_limit=*/6);  // tokens 3, 4, 5 and EOS
       const std::vector<NBest> found = beam_search(*m.net, src, pad, o);
@@ -350,7 +351,7 @@ TEST(BeamSearch, WideBeamFindsTheBruteForceBest) {
 TEST(BeamSearch, NbestWaitsForThatManyFinishedHypotheses) {
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     const std::vector<NBest> one = beam_search(*m.net, src, pad, options(4, 0.6, 1.0, 5));
     for (int64_t n : {2, 4}) {
       SearchOptions o = options(4, 0.6, 1.0, 5);
@@ -395,7 +396,7 @@ TEST(BeamSearch, NbestWaitsForThatManyFinishedHypotheses) {
 TEST(BeamSearch, BatchOfDifferentLengthsEqualsEachSentenceAlone) {
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     for (int64_t beam : {1, 4}) {
       const SearchOptions o = options(beam, 0.6, 1.0, 5);
       const auto batched = generate(*m.net, src, pad, o);
@@ -496,7 +497,7 @@ TEST(BeamSearch, MaximumLengthIsRespected) {
   // On the models: ⌊a·src_len + b⌋ with src_len counting the source EOS.
   const auto sents = sources();
   auto [src, pad] = batch_of(sents);
-  for (const Model& m : tiny_models())
+  for (const NamedModel& m : tiny_models())
     for (int64_t beam : {1, 4}) {
       const SearchOptions mo = options(beam, 1.0, 0.5, 1);
       const auto out = generate(*m.net, src, pad, mo);
@@ -513,7 +514,7 @@ TEST(BeamSearch, MaximumLengthIsRespected) {
 
 TEST(BeamSearch, ReorderCacheMovesEveryTensorAlongTheBatch) {
   autograd::NoGradGuard no_grad;
-  for (const Model& m : tiny_models()) {
+  for (const NamedModel& m : tiny_models()) {
     auto [src, pad] = batch_of({{3, 4, 2}, {5, 6, 7, 2}, {8, 2}});
     const Tensor memory = m.net->encode(src, pad);
     nn::DecoderCache cache = m.net->new_cache();
@@ -576,7 +577,7 @@ using test::read_lines;
 using test::run_cmha;
 using test::write_file;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // A tiny SentencePiece model (vocabulary ≤ 60; special ids as the training
 // side's: pad 0, unk 1, bos 2, eos 3) trained on synthetic sentences,

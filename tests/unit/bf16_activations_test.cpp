@@ -29,16 +29,7 @@ namespace {
 
 Tensor bf16_of(const Tensor& t) { return t.to(DType::bf16); }
 
-// Exactly equal values (both read as f32), the first difference named.
-::testing::AssertionResult same_values(const Tensor& actual, const Tensor& expected) {
-  if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << "shapes differ: " << actual.describe() << " vs " << expected.describe();
-  const std::vector<float> a = actual.to_float_vector(), e = expected.to_float_vector();
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != e[i] && !(std::isnan(a[i]) && std::isnan(e[i])))
-      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i];
-  return ::testing::AssertionSuccess();
-}
+using cmha::test::same_values;
 
 // ‖a - e‖ <= rel · ‖e‖ over all elements (a bf16 gradient against f32).
 ::testing::AssertionResult relatively_close(const Tensor& actual, const Tensor& expected, double rel) {
@@ -184,7 +175,7 @@ TEST(Bf16Ops, TheEngineNamesAGradientOfTheWrongDtype) {
 
 namespace {
 
-nn::AttentionConfig attention(const std::string& type) {
+nn::AttentionConfig four_head_attention(const std::string& type) {
   nn::AttentionConfig c;
   c.type = type;
   c.heads = 4;
@@ -261,9 +252,9 @@ TEST(Bf16Autocast, TransformersFollowF32InLossAndEveryGradient) {
     cfg.pre_norm = c.pre_norm;
     cfg.encoder_final_norm = cfg.decoder_final_norm = c.pre_norm;
     cfg.dropout = 0.0f;
-    cfg.encoder_attention = attention(c.enc);
-    cfg.decoder_attention = attention(c.dec);
-    cfg.cross_attention = attention(c.cross);
+    cfg.encoder_attention = four_head_attention(c.enc);
+    cfg.decoder_attention = four_head_attention(c.dec);
+    cfg.cross_attention = four_head_attention(c.cross);
     Generator gen(21);
     nn::Transformer model(cfg, gen);
     const Tensor src = Tensor::from_vector_i64({3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 1, 1}, {2, 7});
@@ -288,7 +279,7 @@ TEST(Bf16Autocast, VisionTransformersFollowF32InLossAndEveryGradient) {
     c.depth = 2;
     c.ffn_dim = 128;
     c.drop_path = 0.0f;
-    c.attention = attention(type);
+    c.attention = four_head_attention(type);
     Generator gen(22);
     nn::VisionTransformer model(c, gen);
     const Tensor images = random_tensor({4, 3, 8, 8}, 23);

@@ -16,6 +16,7 @@
 #include "eval/ter.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 
 using namespace cmha;
 using namespace cmha::eval;
@@ -26,7 +27,7 @@ using Result = test::CommandResult;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 const char* kHyp = "The cat sat on the mat.\nA quick-brown fox jumps over the lazy dog!\nhello world\n";
 const char* kRef = "The cat sat on a mat.\nThe quick-brown fox jumped over the lazy dog!\nHello world.\n";

@@ -19,16 +19,17 @@
 #include "eval/bleu.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/sacrebleu_golden.h"
 #include "tensor/error.h"
 
 using namespace cmha;
 using namespace cmha::eval;
 namespace fs = std::filesystem;
+using test::expect_error;
+using test::kBleuGoldenDir;
 using test::write_file;
 
 namespace {
-
-const std::string kGoldenDir = CMHA_SOURCE_DIR "/tests/data/bleu-golden";
 
 // A signature with sacreBLEU's version field ("...|version:2.6.0") as cmha writes it.
 std::string cmha_signature(const std::string& sacrebleu_signature) {
@@ -44,27 +45,16 @@ std::string fixed(double v, int decimals) {
 }
 
 
-// Runs fn, expects a cmha::Error whose message holds every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error was raised";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
-
 // Scores the golden files with `options` and compares every number of
 // `setting` in case1.expected.json: counts, totals and lengths exactly, the
 // score to 4 decimals, the brevity penalty to 6, the signature verbatim.
 void check_golden(const std::string& setting, const BleuOptions& options) {
-  std::ifstream f(kGoldenDir + "/case1.expected.json");
-  ASSERT_TRUE(f) << "missing " << kGoldenDir << "/case1.expected.json";
+  std::ifstream f(kBleuGoldenDir + "/case1.expected.json");
+  ASSERT_TRUE(f) << "missing " << kBleuGoldenDir << "/case1.expected.json";
   const nlohmann::json expected = nlohmann::json::parse(f).at(setting);
 
   const BleuScore s =
-      corpus_bleu_files(kGoldenDir + "/case1.hyp.de", kGoldenDir + "/case1.ref.de", options);
+      corpus_bleu_files(kBleuGoldenDir + "/case1.hyp.de", kBleuGoldenDir + "/case1.ref.de", options);
   for (int n = 0; n < 4; ++n) {
     EXPECT_EQ(s.counts[n], expected.at("counts")[n].get<int64_t>()) << setting << " counts[" << n << "]";
     EXPECT_EQ(s.totals[n], expected.at("totals")[n].get<int64_t>()) << setting << " totals[" << n << "]";
@@ -99,7 +89,7 @@ TEST(BleuGolden, TokNone) { check_golden("none_mixed", with_tokenizer("none")); 
 TEST(BleuGolden, TokIntl) { check_golden("intl_mixed", with_tokenizer("intl")); }
 
 TEST(BleuGolden, FormatLikeSacrebleu) {
-  const BleuScore s = corpus_bleu_files(kGoldenDir + "/case1.hyp.de", kGoldenDir + "/case1.ref.de");
+  const BleuScore s = corpus_bleu_files(kBleuGoldenDir + "/case1.hyp.de", kBleuGoldenDir + "/case1.ref.de");
   EXPECT_EQ(s.result().text(), "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" + metric_version() +
                                   " = 53.03 93.0/77.2/65.1/55.2 (BP = 0.744 ratio = 0.772 hyp_len = 3665 ref_len = 4748)");
   EXPECT_EQ(s.result().text(4).substr(s.signature.size() + 5, 10), " = 53.0275");
@@ -112,7 +102,7 @@ TEST(BleuGolden, RepositoryCopyMatchesShared) {
   const std::string shared = CMHA_SOURCE_DIR "/../shared/bleu-golden";
   if (!fs::exists(shared + "/case1.expected.json")) GTEST_SKIP() << "no " << shared << " in this checkout";
   for (const char* name : {"case1.hyp.de", "case1.ref.de", "case1.expected.json"})
-    EXPECT_EQ(test::read_file(kGoldenDir + "/" + name), test::read_file(shared + "/" + name)) << name;
+    EXPECT_EQ(test::read_file(kBleuGoldenDir + "/" + name), test::read_file(shared + "/" + name)) << name;
 }
 
 // --- Tokenizers ---------------------------------------------------------------

@@ -11,18 +11,14 @@
 #include "eval/metric_score.h"
 #include "eval/ter.h"
 #include "support/check.h"
+#include "support/text.h"
 
 using namespace cmha;
 using namespace cmha::eval;
 
 namespace {
 
-std::vector<std::string> words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
+using cmha::test::words;
 
 TerOptions ter_options(bool case_sensitive, bool normalized, bool no_punct, bool asian) {
   TerOptions o;

@@ -9,13 +9,14 @@
 #include "run/checkpoint.h"
 #include "run/model_config.h"
 #include "support/check.h"
+#include "support/text.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // A small concat ViT checkpoint (4 heads, D_k 24, 2 blocks).
 std::string write_concat_vit(const std::string& dir) {

@@ -9,23 +9,19 @@
 #include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "tensor/safetensors.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string fixture(const std::string& name) { return std::string(CMHA_FIXTURE_DIR) + "/interop_" + name + ".safetensors"; }
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-}  // namespace
+using cmha::test::interop_fixture;
+using cmha::test::has;
 
 TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
   const std::string dir = test::temp_dir("cli_interop");
   const std::string deit = dir + "/deit.safetensors";
-  test::CommandResult r = test::run_cmha("import timm " + fixture("timm_deit") + " --heads 4 -o " + deit);
+  test::CommandResult r = test::run_cmha("import timm " + interop_fixture("timm_deit") + " --heads 4 -o " + deit);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "read timm DeiT with a distillation token: d_model 16, 2 blocks, 4 heads")) << r.output;
   EXPECT_TRUE(has(r.output, "4 heads, given by --heads")) << r.output;
@@ -36,7 +32,7 @@ TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
 
   r = test::run_cmha("info " + deit);
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "imported from: \"" + fixture("timm_deit") + "\" (timm)")) << r.output;
+  EXPECT_TRUE(has(r.output, "imported from: \"" + interop_fixture("timm_deit") + "\" (timm)")) << r.output;
   EXPECT_TRUE(has(r.output, "attention: concat, 4 heads, key_dim 16")) << r.output;
 
   // The post-hoc path: the pretrained model's attention made collaborative.
@@ -50,7 +46,7 @@ TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
   EXPECT_TRUE(has(r.output, "timm: VisionTransformerDistilled(img_size=8, patch_size=4, in_chans=3, num_classes=5, "
                             "embed_dim=16, depth=2, num_heads=4, mlp_ratio=2, qkv_bias=True)"))
       << r.output;
-  EXPECT_TRUE(test::read_file(dir + "/back.safetensors") == test::read_file(fixture("timm_deit")));
+  EXPECT_TRUE(test::read_file(dir + "/back.safetensors") == test::read_file(interop_fixture("timm_deit")));
 
   // A collaborative model has no timm form; --weights writes it in cmha's names.
   r = test::run_cmha("export timm " + dir + "/small.safetensors -o " + dir + "/x.safetensors");
@@ -68,7 +64,7 @@ TEST(CliInterop, ImportedDeitCompressesAndExportsBack) {
 TEST(CliInterop, HuggingFaceExportWritesConfigThatImportReads) {
   const std::string dir = test::temp_dir("cli_interop_hf");
   fs::create_directories(dir + "/hf");
-  test::CommandResult r = test::run_cmha("import hf-vit " + fixture("hf_vit") + " --heads 2 -o " + dir + "/vit.safetensors");
+  test::CommandResult r = test::run_cmha("import hf-vit " + interop_fixture("hf_vit") + " --heads 2 -o " + dir + "/vit.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
   r = test::run_cmha("export hf-vit " + dir + "/vit.safetensors -o " + dir + "/hf/model.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -78,13 +74,13 @@ TEST(CliInterop, HuggingFaceExportWritesConfigThatImportReads) {
   r = test::run_cmha("import hf-vit " + dir + "/hf/model.safetensors -o " + dir + "/again.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "2 heads, from the config file's num_attention_heads")) << r.output;
-  EXPECT_TRUE(test::read_file(dir + "/hf/model.safetensors") == test::read_file(fixture("hf_vit")));
+  EXPECT_TRUE(test::read_file(dir + "/hf/model.safetensors") == test::read_file(interop_fixture("hf_vit")));
   fs::remove_all(dir);
 }
 
 TEST(CliInterop, FairseqImportSaysWhatItAssumed) {
   const std::string dir = test::temp_dir("cli_interop_fairseq");
-  test::CommandResult r = test::run_cmha("import fairseq " + fixture("fairseq_post_legacy") + " --heads 4 -o " + dir + "/t.safetensors");
+  test::CommandResult r = test::run_cmha("import fairseq " + interop_fixture("fairseq_post_legacy") + " --heads 4 -o " + dir + "/t.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "positions from padding_idx + 1 = 2")) << r.output;
   EXPECT_TRUE(has(r.output, "left out 4 bookkeeping tensors: decoder.embed_positions._float_tensor")) << r.output;
@@ -92,13 +88,13 @@ TEST(CliInterop, FairseqImportSaysWhatItAssumed) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(has(r.output, "--encoder-attention-heads 4")) << r.output;
   EXPECT_TRUE(has(r.output, "--share-all-embeddings")) << r.output;
-  EXPECT_TRUE(test::read_file(dir + "/back.safetensors") == test::read_file(fixture("fairseq_post")));
+  EXPECT_TRUE(test::read_file(dir + "/back.safetensors") == test::read_file(interop_fixture("fairseq_post")));
   fs::remove_all(dir);
 }
 
 TEST(CliInterop, MistakesAreOneSentenceWithExitCode2) {
   const std::string dir = test::temp_dir("cli_interop_errors");
-  const std::string deit = fixture("timm_deit"), ckpt = dir + "/c.safetensors";
+  const std::string deit = interop_fixture("timm_deit"), ckpt = dir + "/c.safetensors";
   ASSERT_EQ(test::run_cmha("import timm " + deit + " --heads 4 -o " + ckpt).code, 0);
   SafetensorsFile bad = load_safetensors(deit);
   const Tensor norm = bad.tensors.at("norm.weight");
@@ -112,7 +108,7 @@ TEST(CliInterop, MistakesAreOneSentenceWithExitCode2) {
       {"import timm " + deit, "--output is required"},
       {"import timm " + deit + " -o " + dir + "/o.safetensors", "cannot tell how many attention heads"},
       {"import timm " + dir + "/none.safetensors --heads 4 -o " + dir + "/o.safetensors", "none.safetensors"},
-      {"import fairseq " + fixture("fairseq_post") + " --heads 4 --activation swish -o " + dir + "/o.safetensors",
+      {"import fairseq " + interop_fixture("fairseq_post") + " --heads 4 --activation swish -o " + dir + "/o.safetensors",
        "option '--activation' is 'relu' or 'gelu', not 'swish'"},
       {"import fairseq " + deit + " --heads 4 -o " + dir + "/o.safetensors", "has no tensor 'encoder.embed_tokens.weight'"},
       {"import timm " + dir + "/bad.safetensors --heads 4 -o " + dir + "/o.safetensors",

@@ -14,13 +14,14 @@
 #include "run/model_config.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 
 // The line of `text` that holds `part` ("" when none).

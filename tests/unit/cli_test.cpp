@@ -14,6 +14,7 @@
 #include "run/checkpoint.h"
 #include "run/run_dir.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "tensor/safetensors.h"
 #include "train/trainer.h"
@@ -30,7 +31,7 @@ using test::run_cmha;
 using test::tiny_run;
 using test::write_tiny_fashion_mnist;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 }  // namespace
 

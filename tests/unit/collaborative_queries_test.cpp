@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "support/check.h"
+#include "support/threads.h"
 
 using namespace cmha;
 using namespace cmha::test;
@@ -18,14 +19,7 @@ namespace {
 
 using In = const std::vector<Tensor>&;
 
-template <typename F>
-auto with_threads(int threads, F f) {
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  auto result = f();
-  omp_set_num_threads(before);
-  return result;
-}
+using cmha::test::with_threads;
 
 }  // namespace
 

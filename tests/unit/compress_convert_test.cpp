@@ -35,7 +35,7 @@ void randomise(nn::Module& m, uint64_t seed) {
   for (auto& [name, p] : m.named_parameters()) uniform_(p, gen, -0.5f, 0.5f);
 }
 
-void load(nn::Module& m, const std::map<std::string, Tensor>& w) {
+void load_weights(nn::Module& m, const std::map<std::string, Tensor>& w) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : m.named_parameters()) params[name] = p;
   run::restore_weights("converted", w, params);  // every name and shape must match
@@ -75,7 +75,7 @@ LayerPair converted_pair(int64_t shared) {
   c.key_dim = rep.shared_dim;
   c.scale = p.concat->scale();
   p.collab = std::make_shared<nn::CollaborativeAttention>(c, 16, gen);
-  load(*p.collab, w);
+  load_weights(*p.collab, w);
   return p;
 }
 
@@ -171,7 +171,7 @@ TEST(CompressConvert, VitCheckpointKeepsItsOutputsAndScale) {
   EXPECT_EQ(r2.integer("model.attention.key_dim"), 24);
   EXPECT_NEAR(r2.real("model.attention.scale"), 1.0 / std::sqrt(6.0), 1e-8);  // concat's 1/√(D_k/H), kept
   nn::VisionTransformer converted(run::vit_config(r2), gen);
-  load(converted, out.weights);
+  load_weights(converted, out.weights);
   converted.eval();
   const Tensor images = test::random_tensor({3, 1, 8, 8}, 6);
   EXPECT_TRUE(test::all_close(converted.forward(images), model.forward(images), 1e-4f, 0));
@@ -181,7 +181,7 @@ TEST(CompressConvert, VitCheckpointKeepsItsOutputsAndScale) {
   const run::Recipe r3 = run::Recipe::parse(half.recipe);
   EXPECT_EQ(r3.integer("model.attention.key_dim"), 12);
   nn::VisionTransformer small(run::vit_config(r3), gen);
-  load(small, half.weights);
+  load_weights(small, half.weights);
 }
 
 TEST(CompressConvert, TransformerPlacesAreChosenAndOutputsKept) {
@@ -206,7 +206,7 @@ TEST(CompressConvert, TransformerPlacesAreChosenAndOutputsKept) {
   EXPECT_EQ(r2.string("model.decoder_attention.type"), "concat");
   EXPECT_EQ(r2.string("model.cross_attention.type"), "collaborative");
   nn::Transformer converted(run::transformer_config(r2), gen);
-  load(converted, out.weights);
+  load_weights(converted, out.weights);
   converted.eval();
   const Tensor src = Tensor::from_vector_i64({1, 2, 3, 4, 5, 6, 7, 0}, {2, 4});
   Tensor pad = Tensor::zeros({2, 4}, DType::b8);

@@ -13,6 +13,7 @@
 #include "run/run_results.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "study/compress_finetune.h"
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;

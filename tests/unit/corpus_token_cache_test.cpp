@@ -15,6 +15,7 @@
 #include "data/token_cache.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/toy_translation.h"
 #include "train/translation_task.h"
 
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // The toy corpus, its files dated an hour back: a cache built now can vouch for them by size and mtime.
 std::string settled_toy_dir(const std::string& tag) {
@@ -69,8 +70,8 @@ TEST(CorpusTokenCache, LinesAndScansAgreeAcrossReadBlocks) {
   write_file(dir + "/one.en", "a\n");
   EXPECT_EQ(data::scan_corpus_file(dir + "/one.en").lines, 1u);
   write_file(dir + "/empty.en", "");
-  EXPECT_TRUE(contains(error_of([&] { data::scan_corpus_file(dir + "/empty.en"); }),
-                       "corpus file '" + dir + "/empty.en' is empty"));
+  EXPECT_TRUE(has(error_of([&] { data::scan_corpus_file(dir + "/empty.en"); }),
+                  "corpus file '" + dir + "/empty.en' is empty"));
   fs::remove_all(dir);
 }
 
@@ -186,8 +187,8 @@ TEST(CorpusTokenCache, SidesOfDifferentLengthsAreRefusedBeforeEncoding) {
   { train::TranslationTask first(test::toy_recipe(dir), g); }
   write_file(dir + "/train.de", "nur eine Zeile\n");
   const std::string msg = error_of([&] { train::TranslationTask t(test::toy_recipe(dir), g); });
-  EXPECT_TRUE(contains(msg, "parallel corpus sides differ: '" + dir + "/train.en' has 400 lines but '" + dir +
-                                "/train.de' has 1"))
+  EXPECT_TRUE(has(msg, "parallel corpus sides differ: '" + dir + "/train.en' has 400 lines but '" + dir +
+                           "/train.de' has 1"))
       << msg;
   fs::remove_all(dir);
 }
@@ -207,7 +208,7 @@ TEST(CorpusTokenCache, TruncatedCacheIsOneSentenceAndExitTwo) {
   fs::resize_file(cache, fs::file_size(cache) - 6);
   r = test::run_cmha("train " + recipe + " --resume train.max_updates=2");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "token cache '" + cache + "' is truncated or corrupt")) << r.output;
-  EXPECT_FALSE(contains(r.output, "internal error")) << r.output;
+  EXPECT_TRUE(has(r.output, "token cache '" + cache + "' is truncated or corrupt")) << r.output;
+  EXPECT_FALSE(has(r.output, "internal error")) << r.output;
   fs::remove_all(dir);
 }

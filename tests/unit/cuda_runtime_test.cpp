@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "support/check.h"
 #include "tensor/device.h"
 #include "tensor/emulated_stream.h"
 #include "tensor/tensor.h"
@@ -15,17 +16,7 @@
 #endif
 
 using namespace cmha;
-
-namespace {
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
+using cmha::test::error_of;
 
 TEST(CudaRuntime, DeviceCountNeverThrows) {
   int n = -1;

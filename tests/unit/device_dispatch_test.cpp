@@ -10,12 +10,13 @@
 #include "autograd/ops.h"
 #include "backend/kernels.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 
 namespace cmha {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // A tensor "on cuda:0" over host memory that no check lets anyone read.
 Tensor fake_cuda(const Shape& shape, float* memory) { return Tensor::from_blob(memory, shape, DType::f32, Device::cuda(0)); }

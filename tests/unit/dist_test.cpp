@@ -11,6 +11,7 @@
 #include "autograd/ops.h"
 #include "distributed/launch.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "train/gradient_buckets.h"
 
 using namespace cmha;
@@ -20,7 +21,7 @@ using test::error_of;
 namespace {
 
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // World size 2 in one process: the "other rank" holds the same values, so a
 // sum doubles. Counts the collectives; asynchronous ones finish at wait().
@@ -117,18 +118,18 @@ TEST(Launch, ReadsOpenMpiSlurmAndPmiVariables) {
 }
 
 TEST(Launch, BadVariablesAreNamed) {
-  EXPECT_TRUE(contains(error_of([] { distributed::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "two"}})); }),
-                       "OMPI_COMM_WORLD_SIZE='two' is not a process count or rank"));
-  EXPECT_TRUE(contains(error_of([] {
-                         distributed::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
-                       }),
-                       "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2"));
+  EXPECT_TRUE(has(error_of([] { distributed::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "two"}})); }),
+                  "OMPI_COMM_WORLD_SIZE='two' is not a process count or rank"));
+  EXPECT_TRUE(has(error_of([] {
+                    distributed::launch_from_environment(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_PROCID", "2"}}));
+                  }),
+                  "SLURM_PROCID=2 is not below SLURM_STEP_NUM_TASKS=2"));
 }
 
 TEST(Launch, GpuTensorsNeedACommunicatorThatReadsGpuMemory) {
-  EXPECT_TRUE(contains(error_of([] { run::check_device_communicator(Device::cuda(0), 2, "mpi"); }),
-                       "train.device=cuda:0 with 2 ranks: the mpi communicator exchanges host memory, not GPU "
-                       "tensors; use train.dist_backend=nccl (or auto)"));
+  EXPECT_TRUE(has(error_of([] { run::check_device_communicator(Device::cuda(0), 2, "mpi"); }),
+                  "train.device=cuda:0 with 2 ranks: the mpi communicator exchanges host memory, not GPU "
+                  "tensors; use train.dist_backend=nccl (or auto)"));
   EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 2, "nccl"));
   EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 1, "single"));
   EXPECT_NO_THROW(run::check_device_communicator(Device::cpu(), 2, "mpi"));
@@ -139,22 +140,22 @@ TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
   EXPECT_STREQ(distributed::make_communicator("single", distributed::Launch{})->backend(), "single");
   distributed::Launch two{"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", 1, 2, 1};
   const std::string single = error_of([&] { distributed::make_communicator("single", two); });
-  EXPECT_TRUE(contains(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
-                               "train.dist_backend is single")) << single;
-  EXPECT_TRUE(contains(error_of([] { distributed::make_communicator("ring", distributed::Launch{}); }),
-                       "train.dist_backend must be auto, single, mpi, gloo or nccl, not 'ring'"));
-  EXPECT_TRUE(contains(error_of([] { distributed::make_communicator("nccl", distributed::Launch{}); }),
-                       "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu"));
+  EXPECT_TRUE(has(single, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) but "
+                          "train.dist_backend is single")) << single;
+  EXPECT_TRUE(has(error_of([] { distributed::make_communicator("ring", distributed::Launch{}); }),
+                  "train.dist_backend must be auto, single, mpi, gloo or nccl, not 'ring'"));
+  EXPECT_TRUE(has(error_of([] { distributed::make_communicator("nccl", distributed::Launch{}); }),
+                  "train.dist_backend=nccl exchanges GPU tensors, but train.device is cpu"));
   // One GPU per rank: cuda:local_rank, or cuda:0 when the launcher shows each rank one GPU.
   EXPECT_EQ(distributed::rank_device(two, 8), Device::cuda(1));
   EXPECT_EQ(distributed::rank_device(two, 1), Device::cuda(0));
-  EXPECT_TRUE(contains(error_of([&] { distributed::rank_device(two, 0); }), "rank 1 sees no GPU"));
+  EXPECT_TRUE(has(error_of([&] { distributed::rank_device(two, 0); }), "rank 1 sees no GPU"));
   distributed::Launch fifth{"srun (Slurm)", "SLURM_STEP_NUM_TASKS", 4, 8, 4};
-  EXPECT_TRUE(contains(error_of([&] { distributed::rank_device(fifth, 4); }),
-                       "local rank 4 (rank 4) has no GPU: 4 GPUs are visible on this node"));
+  EXPECT_TRUE(has(error_of([&] { distributed::rank_device(fifth, 4); }),
+                  "local rank 4 (rank 4) has no GPU: 4 GPUs are visible on this node"));
   if (!distributed::mpi_built()) {
     const std::string no_mpi = error_of([&] { distributed::make_communicator("auto", two); });
-    EXPECT_TRUE(contains(no_mpi, "started 2 processes (OMPI_COMM_WORLD_SIZE=2) but this cmha was built without MPI"))
+    EXPECT_TRUE(has(no_mpi, "started 2 processes (OMPI_COMM_WORLD_SIZE=2) but this cmha was built without MPI"))
         << no_mpi;
   }
 }
@@ -162,7 +163,7 @@ TEST(Launch, TheCommunicatorFollowsTheLaunchOrSaysWhyNot) {
 TEST(Launch, RunOrAbortRethrowsWhenAlone) {
   distributed::SingleCommunicator alone;
   EXPECT_EQ(distributed::run_or_abort(alone, [] { return 7; }), 7);
-  EXPECT_TRUE(contains(error_of([&] { distributed::run_or_abort(alone, []() -> int { throw Error("boom"); }); }), "boom"));
+  EXPECT_TRUE(has(error_of([&] { distributed::run_or_abort(alone, []() -> int { throw Error("boom"); }); }), "boom"));
 }
 
 TEST(Launch, TrainLaunchedAsTwoRanksWithTheSingleBackendExitsTwo) {
@@ -172,7 +173,7 @@ TEST(Launch, TrainLaunchedAsTwoRanksWithTheSingleBackendExitsTwo) {
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
   ::unsetenv("OMPI_COMM_WORLD_RANK");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "train.dist_backend is single")) << r.output;
+  EXPECT_TRUE(has(r.output, "train.dist_backend is single")) << r.output;
 }
 
 TEST(SingleCommunicator, CollectivesAreTheIdentityOrACopy) {
@@ -317,6 +318,6 @@ TEST(GradientBuckets, TheAgreedOrderTravelsThroughCheckpoints) {
   EXPECT_EQ(twin.launched, 3 + 2);  // {c, b} and {a} during the backward pass, as the first run's second update
   resumed.finish(1.0f);
   EXPECT_EQ(twin.gathers, gathers);  // nothing left to agree on
-  EXPECT_TRUE(contains(error_of([&] { resumed.use_order({0, 1, 1, 3}); }),
-                       "the checkpoint's gradient bucket order is not an order of this model's 4 parameters"));
+  EXPECT_TRUE(has(error_of([&] { resumed.use_order({0, 1, 1, 3}); }),
+                  "the checkpoint's gradient bucket order is not an order of this model's 4 parameters"));
 }

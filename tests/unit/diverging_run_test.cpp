@@ -11,6 +11,7 @@
 #include "distributed/communicator.h"
 #include "run/run_dir.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
 #include "train/trainer.h"
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // The error that training `r` stops with ("(no error)" when it finishes).
 std::string train_error(const run::Recipe& r, bool resume = false) {

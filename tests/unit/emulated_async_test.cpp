@@ -18,20 +18,17 @@
 #include "autograd/ops.h"
 #include "backend/cuda/gemm_alignment.h"
 #include "support/check.h"
+#include "support/emulated_cuda.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "tensor/emulated_stream.h"
 #include "tensor/pinned_reads.h"
 
 namespace cmha {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// The asynchronous emulator on for one test, in this process.
-struct AsyncEmulated {
-  AsyncEmulated() { set_cuda_emulated_async(true); }
-  ~AsyncEmulated() { set_cuda_emulated_async(false); }
-};
+using cmha::test::has;
+using cmha::test::AsyncEmulated;
 
 const Device kGpu = Device::cuda(0);
 

@@ -13,7 +13,9 @@
 #include "autograd/ops.h"
 #include "support/check.h"
 #include "support/checkpoint_hash.h"
+#include "support/emulated_cuda.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/emulated_stream.h"
@@ -21,16 +23,11 @@
 namespace cmha {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Emulation on for the scope of one test, in this process.
-struct Emulated {
-  Emulated() { set_cuda_emulated_async(true); }
-  ~Emulated() { set_cuda_emulated_async(false); }
-};
+using cmha::test::has;
+using cmha::test::AsyncEmulated;
 
 TEST(EmulatedCuda, HostReadsOutsideKernelsAreErrors) {
-  Emulated on;
+  AsyncEmulated on;
   EXPECT_EQ(cuda_device_count(), 1);
   Tensor x = Tensor::full({2, 3}, 1.5, DType::f32, Device::cuda(0));
   EXPECT_EQ(x.device(), Device::cuda(0));
@@ -50,7 +47,7 @@ TEST(EmulatedCuda, HostReadsOutsideKernelsAreErrors) {
 }
 
 TEST(EmulatedCuda, MovingAModuleKeepsItsParametersTied) {
-  Emulated on;
+  AsyncEmulated on;
   Tensor w = Tensor::full({4}, 2.0).set_requires_grad(true);
   Tensor alias = w;  // a layer's own handle of the same parameter
   w.move_to_(Device::cuda(0));

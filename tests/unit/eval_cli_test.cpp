@@ -12,13 +12,14 @@
 #include "run/recipe.h"
 #include "run/run_results.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
 namespace {
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // A checkpoint whose recipe is the default one with `overrides`, and no weights.
 std::string weightless_checkpoint(const std::string& dir, const std::string& recipe_yaml) {

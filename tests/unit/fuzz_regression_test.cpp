@@ -13,13 +13,14 @@
 #include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 void put_u64(std::string& bytes, size_t at, uint64_t v) { std::memcpy(bytes.data() + at, &v, 8); }
 
@@ -34,7 +35,7 @@ TEST(FuzzRegression, TokenCacheWithOffsetsOutOfOrderIsRefused) {
   put_u64(bytes, 64 + 2 * 8, 0xF100000000000003ull);  // offsets[2]: was 3
   test::write_file(dir + "/c.bin", bytes);
   const std::string msg = test::error_of([&] { data::TokenCache c(dir + "/c.bin"); });
-  EXPECT_TRUE(contains(msg, "token cache '" + dir + "/c.bin' is corrupt: its offsets do not cover its ids in order"))
+  EXPECT_TRUE(has(msg, "token cache '" + dir + "/c.bin' is corrupt: its offsets do not cover its ids in order"))
       << msg;
   fs::remove_all(dir);
 }
@@ -47,7 +48,7 @@ TEST(FuzzRegression, TokenCacheWhoseCountsOverflowIsRefused) {
   put_u64(bytes, 24, (uint64_t{1} << 61) + 1);  // count: (count + 1) * 8 = 16 (mod 2^64)
   test::write_file(dir + "/c.bin", bytes);
   const std::string msg = test::error_of([&] { data::TokenCache c(dir + "/c.bin"); });
-  EXPECT_TRUE(contains(msg, "is truncated or corrupt")) << msg;
+  EXPECT_TRUE(has(msg, "is truncated or corrupt")) << msg;
   fs::remove_all(dir);
 }
 
@@ -61,8 +62,8 @@ TEST(FuzzRegression, IdxHeaderPromisingGigabytesIsTruncatedNotAllocated) {
   bytes += std::string(21, 'x');
   test::write_file(path, bytes);
   const std::string msg = test::error_of([&] { data::read_idx_images(path); });
-  EXPECT_TRUE(contains(msg, "IDX file '" + path + "' is truncated: its header [2, 4, 2005440938] promises "
-                            "16043527504 bytes of data but only 21 follow"))
+  EXPECT_TRUE(has(msg, "IDX file '" + path + "' is truncated: its header [2, 4, 2005440938] promises "
+                       "16043527504 bytes of data but only 21 follow"))
       << msg;
   fs::remove_all(dir);
 }
@@ -79,8 +80,8 @@ TEST(FuzzRegression, EmptyIdxWithHugeOtherSizesIsAnEmptyTensor) {
   EXPECT_EQ(t.numel(), 0);
   EXPECT_EQ(t.shape(), (Shape{0, 4294967295, 4294967295}));
   // A non-empty shape past 2^63 elements is an error naming it, never a wrapped count.
-  EXPECT_TRUE(contains(test::error_of([] { shape_numel({4294967296, 4294967296, 2}); }),
-                       "the shape [4294967296, 4294967296, 2] has more than 2^63 elements"));
+  EXPECT_TRUE(has(test::error_of([] { shape_numel({4294967296, 4294967296, 2}); }),
+                  "the shape [4294967296, 4294967296, 2] has more than 2^63 elements"));
   fs::remove_all(dir);
 }
 
@@ -89,9 +90,9 @@ TEST(FuzzRegression, EmptyIdxWithHugeOtherSizesIsAnEmptyTensor) {
 // (tests/fuzz/recipe/crash_alias_cycle.yaml).
 TEST(FuzzRegression, RecipeMappingThatContainsItselfIsAnUnknownKey) {
   const std::string msg = test::error_of([] { run::Recipe::parse("model: &x\n  attention: *x\n", "r.yaml"); });
-  EXPECT_TRUE(contains(msg, "r.yaml:2: unknown key 'model.attention.attention'")) << msg;
-  EXPECT_TRUE(contains(test::error_of([] { run::Recipe::parse("model: {foo: {bar: 1}}", "r.yaml"); }),
-                       "r.yaml:1: unknown key 'model.foo'"));
+  EXPECT_TRUE(has(msg, "r.yaml:2: unknown key 'model.attention.attention'")) << msg;
+  EXPECT_TRUE(has(test::error_of([] { run::Recipe::parse("model: {foo: {bar: 1}}", "r.yaml"); }),
+                  "r.yaml:1: unknown key 'model.foo'"));
   // The same for a list that holds itself, where the error message dumped the value.
   EXPECT_EQ(test::error_of([] { run::Recipe::parse("optim:\n  betas: &b [1, *b]\n", "r.yaml"); }),
             "r.yaml:2: optim.betas expects a list of numbers, got a list or mapping inside it");

@@ -17,6 +17,7 @@
 #include "run/recipe.h"
 #include "run/run_dir.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
@@ -30,7 +31,7 @@ using run::Recipe;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 class HardeningErrors : public ::testing::Test {
  protected:

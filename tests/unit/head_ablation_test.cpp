@@ -15,6 +15,7 @@
 #include "nn/head_mask.h"
 #include "nn/transformer.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "eval/head_importance.h"
 #include "run/run_results.h"
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   const Tensor x = a.contiguous(), y = b.contiguous();

@@ -31,17 +31,6 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// Runs fn, expects a cmha::Error whose message holds every one of `parts`.
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error was raised";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
-
 class Idx : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = temp_dir("idx"); }

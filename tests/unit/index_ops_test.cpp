@@ -16,18 +16,6 @@ using namespace cmha::test;
 namespace {
 using In = const std::vector<Tensor>&;
 
-// The message of the cmha::Error that f throws ("" and a failure when none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a cmha::Error";
-  return "";
-}
-
 ::testing::AssertionResult mentions(const std::string& msg, std::initializer_list<const char*> facts) {
   for (const char* f : facts)
     if (msg.find(f) == std::string::npos)

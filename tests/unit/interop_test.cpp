@@ -15,6 +15,7 @@
 #include "run/model_config.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "tensor/safetensors.h"
 
 using namespace cmha;
@@ -22,11 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(CMHA_FIXTURE_DIR) + "/interop_" + name + ".safetensors"; }
+using cmha::test::interop_fixture;
 
 SafetensorsFile io_of(const std::string& name) { return test::load_fixture("interop_" + name + ".io"); }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 interop::ImportOptions heads(int64_t h) {
   interop::ImportOptions o;
@@ -64,7 +65,7 @@ Tensor transformer_logits(const run::Checkpoint& c, const Tensor& src, const Ten
 
 void expect_vit_matches(const std::string& format, const std::string& name, const interop::ImportOptions& opt) {
   SCOPED_TRACE(name);
-  const interop::ImportResult r = interop::import_checkpoint(format, fixture(name), opt);
+  const interop::ImportResult r = interop::import_checkpoint(format, interop_fixture(name), opt);
   const SafetensorsFile io = io_of(name);
   EXPECT_TRUE(test::all_close(vit_logits(r.checkpoint, io.tensors.at("in.images")), io.tensors.at("out"), 1e-5f, 1e-5f));
 }
@@ -89,7 +90,7 @@ void round_trip(const std::string& format, const std::string& in, const interop:
 
 TEST(Interop, TimmDeitComputesWhatTimmComputes) {
   expect_vit_matches("timm", "timm_deit", heads(4));
-  const interop::ImportResult r = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4));
+  const interop::ImportResult r = interop::import_checkpoint("timm", interop_fixture("timm_deit"), heads(4));
   EXPECT_EQ(r.summary, "timm DeiT with a distillation token: d_model 16, 2 blocks, 4 heads, ffn 32, 8 px in patches of 4, "
                        "3 channels, 5 classes");
   const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
@@ -102,7 +103,7 @@ TEST(Interop, TimmDeitComputesWhatTimmComputes) {
 
 TEST(Interop, TimmVitWithWiderAttentionComputesWhatTimmComputes) {
   expect_vit_matches("timm", "timm_vit", heads(4));
-  const run::Recipe recipe = run::Recipe::parse(interop::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint.recipe);
+  const run::Recipe recipe = run::Recipe::parse(interop::import_checkpoint("timm", interop_fixture("timm_vit"), heads(4)).checkpoint.recipe);
   EXPECT_EQ(recipe.integer("model.attention.key_dim"), 24);
   EXPECT_EQ(recipe.integer("model.channels"), 1);
   EXPECT_EQ(recipe.string("data.format"), "idx");  // one channel: the IDX defaults stay
@@ -115,7 +116,7 @@ TEST(Interop, HuggingFaceVitAndDeitComputeWhatTransformersComputes) {
   expect_vit_matches("hf-vit", "hf_deit", with_config);
   // Without --config, the config.json beside the weights (as from_pretrained finds it).
   const std::string dir = test::temp_dir("interop_hf");
-  fs::copy_file(fixture("hf_deit"), dir + "/model.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy_file(interop_fixture("hf_deit"), dir + "/model.safetensors", fs::copy_options::overwrite_existing);
   fs::copy_file(with_config.config_path, dir + "/config.json", fs::copy_options::overwrite_existing);
   const interop::ImportResult r = interop::import_checkpoint("hf-vit", dir + "/model.safetensors");
   const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
@@ -125,20 +126,20 @@ TEST(Interop, HuggingFaceVitAndDeitComputeWhatTransformersComputes) {
   EXPECT_TRUE(has(r.notes[1], "from the config file")) << r.notes[1];
   fs::remove_all(dir);
   // No config: Hugging Face's default eps.
-  EXPECT_DOUBLE_EQ(run::Recipe::parse(interop::import_checkpoint("hf-vit", fixture("hf_vit"), heads(2)).checkpoint.recipe)
+  EXPECT_DOUBLE_EQ(run::Recipe::parse(interop::import_checkpoint("hf-vit", interop_fixture("hf_vit"), heads(2)).checkpoint.recipe)
                        .real("model.layer_norm_eps"),
                    1e-12);
 }
 
 TEST(Interop, FairseqPostNormComputesWhatFairseqComputes) {
-  const interop::ImportResult r = interop::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4));
+  const interop::ImportResult r = interop::import_checkpoint("fairseq", interop_fixture("fairseq_post"), heads(4));
   expect_transformer_matches(r, "fairseq_post");
   EXPECT_EQ(r.summary, "fairseq transformer: d_model 16, 2+2 layers, 4 heads, ffn 32, vocabulary 13 shared, post-norm, "
                        "sinusoidal positions, relu");
   EXPECT_EQ(r.ignored, (std::vector<std::string>{"decoder.version", "encoder.version"}));
   EXPECT_EQ(run::Recipe::parse(r.checkpoint.recipe).integer("model.position_offset"), 2);
   // fairseq's old layout (fused in_proj, the output tied through embed_tokens, _float_tensor) reads the same.
-  const interop::ImportResult old = interop::import_checkpoint("fairseq", fixture("fairseq_post_legacy"), heads(4));
+  const interop::ImportResult old = interop::import_checkpoint("fairseq", interop_fixture("fairseq_post_legacy"), heads(4));
   expect_transformer_matches(old, "fairseq_post");
   EXPECT_EQ(old.ignored.size(), 4u);
 }
@@ -147,7 +148,7 @@ TEST(Interop, FairseqPreNormLearnedUnsharedComputesWhatFairseqComputes) {
   interop::ImportOptions opt = heads(2);
   opt.activation = "gelu";
   opt.scale_embedding = false;
-  const interop::ImportResult r = interop::import_checkpoint("fairseq", fixture("fairseq_pre"), opt);
+  const interop::ImportResult r = interop::import_checkpoint("fairseq", interop_fixture("fairseq_pre"), opt);
   expect_transformer_matches(r, "fairseq_pre");
   const run::Recipe recipe = run::Recipe::parse(r.checkpoint.recipe);
   EXPECT_TRUE(recipe.boolean("model.pre_norm"));
@@ -172,14 +173,14 @@ TEST(Interop, ExportGivesBackTheImportedFileByteForByte) {
     SCOPED_TRACE(name);
     const std::string out = dir + "/" + name + ".safetensors";
     interop::ImportOptions opt = heads(name == "hf_vit" || name == "fairseq_pre" ? 2 : 4);
-    round_trip(format, fixture(name), opt, out);
-    const std::string original = test::read_file(fixture(name));
+    round_trip(format, interop_fixture(name), opt, out);
+    const std::string original = test::read_file(interop_fixture(name));
     ASSERT_FALSE(original.empty());
     EXPECT_TRUE(test::read_file(out) == original);
   }
   // fairseq's old layout comes back in the current one: the post-norm fixture itself.
-  round_trip("fairseq", fixture("fairseq_post_legacy"), heads(4), dir + "/legacy.safetensors");
-  EXPECT_TRUE(test::read_file(dir + "/legacy.safetensors") == test::read_file(fixture("fairseq_post")));
+  round_trip("fairseq", interop_fixture("fairseq_post_legacy"), heads(4), dir + "/legacy.safetensors");
+  EXPECT_TRUE(test::read_file(dir + "/legacy.safetensors") == test::read_file(interop_fixture("fairseq_post")));
   fs::remove_all(dir);
 }
 
@@ -203,8 +204,8 @@ TEST(Interop, RealTimmAndTransformersModelsImportAndExport) {
     }
     expect_vit_matches(format, name, opt);
     const std::string out = dir + "/" + name + ".safetensors";
-    round_trip(format, fixture(name), opt, out);
-    const SafetensorsFile original = load_safetensors(fixture(name)), back = load_safetensors(out);
+    round_trip(format, interop_fixture(name), opt, out);
+    const SafetensorsFile original = load_safetensors(interop_fixture(name)), back = load_safetensors(out);
     ASSERT_EQ(back.tensors.size(), original.tensors.size());
     for (const auto& [key, t] : original.tensors) {
       ASSERT_TRUE(back.tensors.count(key)) << key;
@@ -216,7 +217,7 @@ TEST(Interop, RealTimmAndTransformersModelsImportAndExport) {
 
 TEST(Interop, HalfPrecisionFilesRoundTripInTheirDtype) {
   const std::string dir = test::temp_dir("interop_f16");
-  SafetensorsFile f = load_safetensors(fixture("timm_deit"));
+  SafetensorsFile f = load_safetensors(interop_fixture("timm_deit"));
   for (DType dt : {DType::f16, DType::bf16}) {
     std::map<std::string, Tensor> half;
     for (auto& [name, t] : f.tensors) half[name] = t.to(dt);
@@ -230,7 +231,7 @@ TEST(Interop, HalfPrecisionFilesRoundTripInTheirDtype) {
 
 TEST(Interop, ExportIsCanonicalWhateverTheHeaderOrder) {
   // The fixture's tensors with the header reversed, the data in reverse order and spaced-out JSON.
-  const SafetensorsFile f = load_safetensors(fixture("timm_vit"));
+  const SafetensorsFile f = load_safetensors(interop_fixture("timm_vit"));
   nlohmann::ordered_json header;
   std::string data;
   for (auto it = f.tensors.rbegin(); it != f.tensors.rend(); ++it) {
@@ -246,7 +247,7 @@ TEST(Interop, ExportIsCanonicalWhateverTheHeaderOrder) {
   const std::string dir = test::temp_dir("interop_order");
   test::write_file(dir + "/shuffled.safetensors", length + text + data);
   round_trip("timm", dir + "/shuffled.safetensors", heads(4), dir + "/out.safetensors");
-  EXPECT_TRUE(test::read_file(dir + "/out.safetensors") == test::read_file(fixture("timm_vit")));
+  EXPECT_TRUE(test::read_file(dir + "/out.safetensors") == test::read_file(interop_fixture("timm_vit")));
   fs::remove_all(dir);
 }
 
@@ -258,18 +259,18 @@ TEST(Interop, HeadsComeFromKnownModelNames) {
   EXPECT_EQ(interop::known_model_heads("fairseq", "transformer_wmt_en_de.safetensors", 512), 8);
   EXPECT_EQ(interop::known_model_heads("timm", "deit_base.safetensors", 384), 0);  // another width: not that model
   EXPECT_EQ(interop::known_model_heads("timm", "my_model.safetensors", 768), 0);
-  const std::string err = test::error_of([&] { interop::import_checkpoint("timm", fixture("timm_vit")); });
+  const std::string err = test::error_of([&] { interop::import_checkpoint("timm", interop_fixture("timm_vit")); });
   EXPECT_TRUE(has(err, "cannot tell how many attention heads")) << err;
   EXPECT_TRUE(has(err, "give --heads H")) << err;
   interop::ImportOptions named;
   named.model_name = "deit_tiny_patch16_224";
-  const std::string wrong = test::error_of([&] { interop::import_checkpoint("timm", fixture("timm_vit"), named); });
+  const std::string wrong = test::error_of([&] { interop::import_checkpoint("timm", interop_fixture("timm_vit"), named); });
   EXPECT_TRUE(has(wrong, "--model 'deit_tiny_patch16_224' is not a known timm model 16 wide")) << wrong;
 }
 
 TEST(Interop, ImportMistakesAreOneSentence) {
   const std::string dir = test::temp_dir("interop_errors");
-  const SafetensorsFile f = load_safetensors(fixture("timm_deit"));
+  const SafetensorsFile f = load_safetensors(interop_fixture("timm_deit"));
   auto write_variant = [&](const std::string& name, const std::function<void(std::map<std::string, Tensor>&)>& edit) {
     std::map<std::string, Tensor> t = f.tensors;
     edit(t);
@@ -281,7 +282,7 @@ TEST(Interop, ImportMistakesAreOneSentence) {
   const std::string extra = write_variant("extra.safetensors", [](auto& t) { t["blocks.0.ls1.gamma"] = Tensor::zeros({16}); });
   const std::string ints = write_variant("ints.safetensors", [](auto& t) { t["norm.bias"] = Tensor::zeros({16}, DType::i64); });
   const std::pair<std::function<void()>, std::string> cases[] = {
-      {[&] { interop::import_checkpoint("keras", fixture("timm_deit")); },
+      {[&] { interop::import_checkpoint("keras", interop_fixture("timm_deit")); },
        "unknown checkpoint format 'keras' (cmha knows timm, hf-vit, fairseq)"},
       {[&] { interop::import_checkpoint("timm", missing, heads(4)); },
        "has no tensor 'blocks.1.attn.qkv.weight' (cmha's 'blocks.1.attn.query.weight', 'blocks.1.attn.key.weight', "
@@ -291,12 +292,12 @@ TEST(Interop, ImportMistakesAreOneSentence) {
       {[&] { interop::import_checkpoint("timm", extra, heads(4)); },
        "holds tensor 'blocks.0.ls1.gamma' [16], which has no place in the cmha model read"},
       {[&] { interop::import_checkpoint("timm", ints, heads(4)); }, "tensor 'norm.bias' of '" + ints + "' is i64"},
-      {[&] { interop::import_checkpoint("timm", fixture("timm_deit"), heads(3)); }, "3 heads do not divide the attention width 16"},
-      {[&] { interop::import_checkpoint("timm", fixture("fairseq_post"), heads(4)); },
+      {[&] { interop::import_checkpoint("timm", interop_fixture("timm_deit"), heads(3)); }, "3 heads do not divide the attention width 16"},
+      {[&] { interop::import_checkpoint("timm", interop_fixture("fairseq_post"), heads(4)); },
        "has no tensor 'patch_embed.proj.weight' (cmha's 'patch_embed.weight'): is it a timm state dict"},
-      {[&] { interop::import_checkpoint("hf-vit", fixture("timm_deit"), heads(4)); },
+      {[&] { interop::import_checkpoint("hf-vit", interop_fixture("timm_deit"), heads(4)); },
        "has neither 'vit.embeddings.cls_token' nor 'deit.embeddings.cls_token'"},
-      {[&] { interop::import_checkpoint("fairseq", fixture("timm_deit"), heads(4)); },
+      {[&] { interop::import_checkpoint("fairseq", interop_fixture("timm_deit"), heads(4)); },
        "has no tensor 'encoder.embed_tokens.weight' (cmha's 'src_embed.weight')"},
       {[&] { interop::import_checkpoint("timm", dir + "/none.safetensors", heads(4)); }, "none.safetensors"},
   };
@@ -306,7 +307,7 @@ TEST(Interop, ImportMistakesAreOneSentence) {
     EXPECT_EQ(err.find('\n'), std::string::npos) << err;
   }
   // fairseq with a pre-norm encoder and a post-norm decoder.
-  SafetensorsFile fs_post = load_safetensors(fixture("fairseq_post"));
+  SafetensorsFile fs_post = load_safetensors(interop_fixture("fairseq_post"));
   fs_post.tensors["encoder.layer_norm.weight"] = Tensor::ones({16});
   fs_post.tensors["encoder.layer_norm.bias"] = Tensor::zeros({16});
   save_safetensors(dir + "/mixed.safetensors", fs_post.tensors, fs_post.metadata);
@@ -316,12 +317,12 @@ TEST(Interop, ImportMistakesAreOneSentence) {
 }
 
 TEST(Interop, ExportRefusesWhatTheFormatCannotHold) {
-  const run::Checkpoint vit = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
+  const run::Checkpoint vit = interop::import_checkpoint("timm", interop_fixture("timm_deit"), heads(4)).checkpoint;
   run::Checkpoint collaborative = vit;
   collaborative.recipe = run::Recipe::parse(vit.recipe, "r", {"model.attention.type=collaborative"}).dump();
-  run::Checkpoint native = interop::import_checkpoint("fairseq", fixture("fairseq_post"), heads(4)).checkpoint;
+  run::Checkpoint native = interop::import_checkpoint("fairseq", interop_fixture("fairseq_post"), heads(4)).checkpoint;
   native.recipe = run::Recipe::parse(native.recipe, "r", {"model.position_offset=0"}).dump();
-  const run::Checkpoint wide = interop::import_checkpoint("timm", fixture("timm_vit"), heads(4)).checkpoint;
+  const run::Checkpoint wide = interop::import_checkpoint("timm", interop_fixture("timm_vit"), heads(4)).checkpoint;
   interop::ExportOptions ema;
   ema.ema = true;
   const std::pair<std::function<void()>, std::string> cases[] = {
@@ -343,7 +344,7 @@ TEST(Interop, ExportRefusesWhatTheFormatCannotHold) {
 }
 
 TEST(Interop, WeightsExportDropsOptimiserAndEmaState) {
-  run::Checkpoint c = interop::import_checkpoint("timm", fixture("timm_deit"), heads(4)).checkpoint;
+  run::Checkpoint c = interop::import_checkpoint("timm", interop_fixture("timm_deit"), heads(4)).checkpoint;
   for (const auto& [name, t] : c.weights) {
     c.optimizer["exp_avg." + name] = Tensor::zeros(t.shape());
     c.ema[name] = t.clone();
@@ -355,7 +356,7 @@ TEST(Interop, WeightsExportDropsOptimiserAndEmaState) {
   interop::ExportOptions ema;
   ema.ema = true;
   const interop::ExportResult e = interop::export_checkpoint("timm", c, "c", ema);
-  EXPECT_EQ(e.tensors.size(), load_safetensors(fixture("timm_deit")).tensors.size());
+  EXPECT_EQ(e.tensors.size(), load_safetensors(interop_fixture("timm_deit")).tensors.size());
 }
 
 // A model cmha trained goes out and comes back unchanged, with a note where

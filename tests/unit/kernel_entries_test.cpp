@@ -17,11 +17,7 @@ namespace {
 
 const backend::KernelTable& cpu_table() { return backend::kernel_table(Device::cpu()); }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
+using cmha::test::same_bytes;
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "run/checkpoint.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 
 extern char** environ;
@@ -32,20 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Splits on single spaces (the helpers' overrides hold no quoted spaces).
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t j = s.find(' ', i);
-    const size_t end = j == std::string::npos ? s.size() : j;
-    if (end > i) out.push_back(s.substr(i, end - i));
-    i = end + 1;
-  }
-  return out;
-}
+using cmha::test::has;
+using cmha::test::words;
 
 // `cmha train` with stdout and stderr into `log`, started without a shell, so the PID is cmha's own.
 pid_t spawn_cmha(const std::vector<std::string>& args, const std::string& log) {
@@ -100,9 +89,7 @@ std::vector<std::string> checkpoints(const std::string& run) {
   return out;
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using cmha::test::same_bytes;
 
 void expect_same_tensors(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
                          const std::string& what) {

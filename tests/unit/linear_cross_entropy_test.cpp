@@ -25,11 +25,11 @@ Tensor targets(int64_t N, int64_t V) {
   return Tensor::from_vector_i64(t, {N});
 }
 
-struct Result {
+struct LossAndGrads {
   Tensor loss, predictions, dx, dw;
 };
 
-Result fused(Tensor x, Tensor w, const Tensor& t, Reduction red) {
+LossAndGrads fused_loss(Tensor x, Tensor w, const Tensor& t, Reduction red) {
   x.zero_grad();
   w.zero_grad();
   LinearCrossEntropy r = linear_cross_entropy(x, w, t, 0.1f, 0, red);
@@ -37,7 +37,7 @@ Result fused(Tensor x, Tensor w, const Tensor& t, Reduction red) {
   return {r.loss.detach(), r.predictions, x.grad(), w.grad()};
 }
 
-Result unfused(Tensor x, Tensor w, const Tensor& t, Reduction red) {
+LossAndGrads unfused_loss(Tensor x, Tensor w, const Tensor& t, Reduction red) {
   x.zero_grad();
   w.zero_grad();
   Tensor logits = linear(x, w);
@@ -62,11 +62,11 @@ TEST(LinearCrossEntropy, EqualsLinearThenCrossEntropyOverManyChunks) {
   Tensor x = random_tensor({N, D}, 91, -2, 2, true), w = random_tensor({V, D}, 92, -1, 1, true);
   const Tensor t = targets(N, V);
   for (Reduction red : {Reduction::sum, Reduction::mean}) {
-    const Result want = unfused(x, w, t, red);
+    const LossAndGrads want = unfused_loss(x, w, t, red);
     omp_set_num_threads(1);
-    const Result one = fused(x, w, t, red);
+    const LossAndGrads one = fused_loss(x, w, t, red);
     omp_set_num_threads(2);
-    const Result two = fused(x, w, t, red);
+    const LossAndGrads two = fused_loss(x, w, t, red);
     EXPECT_TRUE(all_close(one.loss, want.loss, 1e-5f, 1e-5f));
     EXPECT_EQ(one.predictions.to_float_vector(), want.predictions.to_float_vector());
     EXPECT_TRUE(all_close(one.dx, want.dx, 1e-6f, 1e-4f));
@@ -88,11 +88,11 @@ TEST(LinearCrossEntropy, Bf16AutocastStaysCloseToF32) {
   const int64_t N = 300, D = 64, V = 9000;  // 2 chunks of 233 rows
   Tensor x = random_tensor({N, D}, 93, -1, 1, true), w = random_tensor({V, D}, 94, -0.3f, 0.3f, true);
   const Tensor t = targets(N, V);
-  const Result f32 = fused(x, w, t, Reduction::mean);
-  Result bf16;
+  const LossAndGrads f32 = fused_loss(x, w, t, Reduction::mean);
+  LossAndGrads bf16;
   {
     autograd::AutocastGuard autocast(true);
-    bf16 = fused(x, w, t, Reduction::mean);
+    bf16 = fused_loss(x, w, t, Reduction::mean);
   }
   // bf16 inputs carry 8 bits: the loss to ~1e-3, gradients to a few % of their scale.
   EXPECT_TRUE(all_close(bf16.loss, f32.loss, 0.0f, 2e-3f));

@@ -19,29 +19,20 @@
 #include "eval/metric_score.h"
 #include "eval/ter.h"
 #include "support/check.h"
+#include "support/sacrebleu_golden.h"
 
 using namespace cmha;
 using namespace cmha::eval;
+using test::kBleuGoldenDir;
+using test::with_cmha_version;
 
 namespace {
 
-const std::string kGoldenDir = CMHA_SOURCE_DIR "/tests/data/bleu-golden";
 
 nlohmann::json load_case(const std::string& name) {
-  std::ifstream f(kGoldenDir + "/" + name + ".metrics.json");
-  EXPECT_TRUE(f) << "missing " << kGoldenDir << "/" << name << ".metrics.json";
+  std::ifstream f(kBleuGoldenDir + "/" + name + ".metrics.json");
+  EXPECT_TRUE(f) << "missing " << kBleuGoldenDir << "/" << name << ".metrics.json";
   return f ? nlohmann::json::parse(f) : nlohmann::json::object();
-}
-
-// sacreBLEU's output with cmha's version in place of "2.6.0", in signatures
-// and in JSON's "version" field.
-std::string with_cmha_version(std::string s) {
-  const std::string v = kSacrebleuVersion;
-  for (const auto& [from, to] : {std::pair{"version:" + v, "version:" + metric_version()},
-                                 std::pair{"\"version\": \"" + v + "\"", "\"version\": \"" + metric_version() + "\""}})
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-      s.replace(at, from.size(), to);
-  return s;
 }
 
 // The options of each setting of make_metric_golden.py (a setting without
@@ -111,8 +102,8 @@ void check_setting(const std::string& name, const nlohmann::json& expected) {
   const Setting& setting = it->second;
 
   std::vector<std::string> ref_paths;
-  for (const auto& r : expected.at("refs")) ref_paths.push_back(kGoldenDir + "/" + r.get<std::string>());
-  const MetricInput in = read_metric_input(kGoldenDir + "/" + expected.at("hyp").get<std::string>(), ref_paths);
+  for (const auto& r : expected.at("refs")) ref_paths.push_back(kBleuGoldenDir + "/" + r.get<std::string>());
+  const MetricInput in = read_metric_input(kBleuGoldenDir + "/" + expected.at("hyp").get<std::string>(), ref_paths);
   const double score = expected.at("score").get<double>();
   const std::string signature = with_cmha_version(expected.at("signature").get<std::string>());
 
@@ -168,9 +159,9 @@ void check_cli(const std::string& name) {
     std::string args = std::string("bleu -q") + (given("-f") ? "" : " -f json") + (given("-w") ? "" : " -w 1");
     for (const std::string& arg : sacrebleu_args) {
       const bool file = arg.rfind("case", 0) == 0;  // the golden files are case<N>.*
-      args += " " + (file ? kGoldenDir + "/" + arg : arg);
+      args += " " + (file ? kBleuGoldenDir + "/" + arg : arg);
     }
-    if (!c.at("stdin").is_null()) args += " < " + kGoldenDir + "/" + c.at("stdin").get<std::string>();
+    if (!c.at("stdin").is_null()) args += " < " + kBleuGoldenDir + "/" + c.at("stdin").get<std::string>();
     const test::CommandResult r = test::run_cmha(args);
     EXPECT_EQ(r.code, 0) << args << "\n" << r.output;
     EXPECT_EQ(r.output, with_cmha_version(c.at("stdout").get<std::string>())) << args;

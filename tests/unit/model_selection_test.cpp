@@ -10,6 +10,7 @@
 
 #include "data/image_dataset.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/rng.h"
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 run::Recipe tiny_image_recipe(const std::string& data, const std::vector<std::string>& data_overrides) {
   std::vector<std::string> o{"data.train_images=" + data + "/train-images-idx3-ubyte.gz",

@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "backend/cpu/vec_math.h"
 #include "support/check.h"
+#include "support/threads.h"
 
 using namespace cmha;
 using namespace cmha::test;
@@ -21,15 +22,7 @@ namespace {
 
 using In = const std::vector<Tensor>&;
 
-// Runs f with `threads` OpenMP threads, restoring the previous setting.
-template <typename F>
-auto with_threads(int threads, F f) {
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  auto result = f();
-  omp_set_num_threads(before);
-  return result;
-}
+using cmha::test::with_threads;
 
 // The error `f` raises must be a cmha::Error whose message has every piece.
 template <typename F>
@@ -48,7 +41,7 @@ template <typename F>
 bool bitwise_equal(const Tensor& a, const Tensor& b) { return a.to_float_vector() == b.to_float_vector(); }
 
 // |a - b| <= rel·|b| + abs, with NaN matching NaN and infinities matching exactly.
-bool close(float a, double b, double rel, double abs) {
+bool within_tolerance(float a, double b, double rel, double abs) {
   if (std::isnan(b)) return std::isnan(a);
   if (std::isinf(b)) return a == b;
   return std::fabs(a - b) <= rel * std::fabs(b) + abs;
@@ -72,7 +65,7 @@ TEST(VecMath, ExpMatchesStd) {
     const float got = cpu::vec::exp(x);
     // Rounded to f32, e^x overflows above 88.7228 and is subnormal below -87.34.
     const double want_f = static_cast<float>(want);
-    ASSERT_TRUE(close(got, want_f, 1e-6, kSubnormalSlack)) << "exp(" << x << ") = " << got << ", std " << want_f;
+    ASSERT_TRUE(within_tolerance(got, want_f, 1e-6, kSubnormalSlack)) << "exp(" << x << ") = " << got << ", std " << want_f;
   }
   EXPECT_EQ(cpu::vec::exp(-200.0f), 0.0f);
   EXPECT_EQ(cpu::vec::exp(100.0f), std::numeric_limits<float>::infinity());
@@ -87,7 +80,7 @@ TEST(VecMath, ExpNonpositiveFtzMatchesStdAboveTheFlush) {
       ASSERT_EQ(got, 0.0f) << xf;
     } else {
       const double want = static_cast<float>(std::exp(static_cast<double>(xf)));
-      ASSERT_TRUE(close(got, want, 1e-6, 0)) << "exp(" << xf << ") = " << got << ", std " << want;
+      ASSERT_TRUE(within_tolerance(got, want, 1e-6, 0)) << "exp(" << xf << ") = " << got << ", std " << want;
     }
   }
   EXPECT_EQ(cpu::vec::exp_nonpositive_ftz(0.0f), 1.0f);
@@ -102,13 +95,13 @@ TEST(VecMath, ErfMatchesStd) {
     const float xf = static_cast<float>(x);
     const double want = std::erf(static_cast<double>(xf));
     const float got = cpu::vec::erf(xf);
-    ASSERT_TRUE(close(got, want, 1e-6, 1.5e-7)) << "erf(" << xf << ") = " << got << ", std " << want;
+    ASSERT_TRUE(within_tolerance(got, want, 1e-6, 1.5e-7)) << "erf(" << xf << ") = " << got << ", std " << want;
     worst_abs = std::max(worst_abs, std::fabs(got - want));
   }
   EXPECT_LE(worst_abs, 1.5e-7);
   // Tiny arguments: relative accuracy, no flush to zero.
   for (float x : {1e-30f, 1e-10f, 3e-5f, -2e-7f})
-    EXPECT_TRUE(close(cpu::vec::erf(x), std::erf(static_cast<double>(x)), 1e-6, 0)) << x;
+    EXPECT_TRUE(within_tolerance(cpu::vec::erf(x), std::erf(static_cast<double>(x)), 1e-6, 0)) << x;
   EXPECT_EQ(cpu::vec::erf(4.0f), 1.0f);
   EXPECT_EQ(cpu::vec::erf(-30.0f), -1.0f);
   EXPECT_EQ(cpu::vec::erf(std::numeric_limits<float>::infinity()), 1.0f);
@@ -124,7 +117,7 @@ TEST(VecMath, ErfHandsBackExpOfMinusSquare) {
     cpu::vec::erf(xf, e);
     const double want = static_cast<float>(std::exp(-static_cast<double>(xf) * xf));
     // x² is rounded to f32 first: its relative error 6e-8 costs 6e-8·x² in e.
-    ASSERT_TRUE(close(e, want, 1e-6 + 6e-8 * x * x, kSubnormalSlack)) << xf << ": " << e << " vs " << want;
+    ASSERT_TRUE(within_tolerance(e, want, 1e-6 + 6e-8 * x * x, kSubnormalSlack)) << xf << ": " << e << " vs " << want;
   }
 }
 
@@ -132,7 +125,7 @@ TEST(VecMath, ErfcxMatchesStd) {
   for (double x = 0.0; x <= 10.0; x += 3.7e-5) {
     const float xf = static_cast<float>(x);
     const double want = std::erfc(static_cast<double>(xf)) * std::exp(static_cast<double>(xf) * xf);
-    ASSERT_TRUE(close(cpu::vec::erfcx(xf), want, 1e-6, 0)) << "erfcx(" << xf << ") = " << cpu::vec::erfcx(xf)
+    ASSERT_TRUE(within_tolerance(cpu::vec::erfcx(xf), want, 1e-6, 0)) << "erfcx(" << xf << ") = " << cpu::vec::erfcx(xf)
                                                           << ", std " << want;
   }
   EXPECT_EQ(cpu::vec::erfcx(0.0f), 1.0f);
@@ -144,7 +137,7 @@ TEST(VecMath, SigmoidMatchesStd) {
   for (double x = -120.0; x < 120.0; x += 1.7e-3) {
     const float xf = static_cast<float>(x);
     const double want = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(xf))));
-    ASSERT_TRUE(close(cpu::vec::sigmoid(xf), want, 1e-6, kSubnormalSlack)) << xf;
+    ASSERT_TRUE(within_tolerance(cpu::vec::sigmoid(xf), want, 1e-6, kSubnormalSlack)) << xf;
   }
 }
 
@@ -377,9 +370,9 @@ TEST(ActivationOps, GeluMatchesDoubleReferenceOnASweep) {
         want_y = v * cdf;
         want_d = cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2 * std::numbers::pi);
       }
-      ASSERT_TRUE(close(yv[i], want_y, 2e-6, 2e-6)) << "approx " << approx << " gelu(" << v << ") = " << yv[i]
+      ASSERT_TRUE(within_tolerance(yv[i], want_y, 2e-6, 2e-6)) << "approx " << approx << " gelu(" << v << ") = " << yv[i]
                                                     << " vs " << want_y;
-      ASSERT_TRUE(close(dv[i], want_d, 2e-6, 2e-6)) << "approx " << approx << " gelu'(" << v << ") = " << dv[i]
+      ASSERT_TRUE(within_tolerance(dv[i], want_d, 2e-6, 2e-6)) << "approx " << approx << " gelu'(" << v << ") = " << dv[i]
                                                     << " vs " << want_d;
     }
   }

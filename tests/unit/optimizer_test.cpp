@@ -31,7 +31,7 @@ std::vector<optim::OptimParam> clones(const std::vector<optim::OptimParam>& ps) 
   return out;
 }
 
-const std::vector<std::string> kNames = {"w", "c", "b"};
+const std::vector<std::string> kParamNames = {"w", "c", "b"};
 
 // Step `step`'s gradients: "c" has none at step 2 (its state must stay as it is).
 void set_grads(const std::vector<optim::OptimParam>& ps, int step) {
@@ -42,9 +42,7 @@ void set_grads(const std::vector<optim::OptimParam>& ps, int step) {
   }
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.to_float_vector() == b.to_float_vector();
-}
+using cmha::test::same_bytes;
 
 optim::OptimizerOptions options_for(const std::string& name) {
   optim::OptimizerOptions o;
@@ -109,7 +107,7 @@ TEST(Optimizer, TheStateDictResumesEveryOptimiserBitIdentically) {
       set_grads(run, step);
       straight->step();
     }
-    const optim::OptimizerState saved = straight->state_dict(kNames);
+    const optim::OptimizerState saved = straight->state_dict(kParamNames);
     if (name == "sgd") {
       EXPECT_EQ(saved.tensors.size(), 3u) << name;  // every parameter had a gradient at step 1
       EXPECT_TRUE(saved.tensors.count("momentum_buffer.c")) << name;
@@ -124,14 +122,14 @@ TEST(Optimizer, TheStateDictResumesEveryOptimiserBitIdentically) {
     // A second optimiser over copies of the weights, given the saved state.
     const std::vector<optim::OptimParam> resumed = clones(run);
     auto again = optim::make_optimizer(options_for(name), resumed);
-    again->load_state_dict(saved, kNames, "test state");
+    again->load_state_dict(saved, kParamNames, "test state");
     set_grads(run, 3);
     set_grads(resumed, 3);
     straight->step();
     again->step();
     for (size_t i = 0; i < run.size(); ++i)
-      EXPECT_TRUE(same_bytes(run[i].tensor, resumed[i].tensor)) << name << " " << kNames[i];
-    const optim::OptimizerState a = straight->state_dict(kNames), b = again->state_dict(kNames);
+      EXPECT_TRUE(same_bytes(run[i].tensor, resumed[i].tensor)) << name << " " << kParamNames[i];
+    const optim::OptimizerState a = straight->state_dict(kParamNames), b = again->state_dict(kParamNames);
     EXPECT_EQ(a.steps, b.steps) << name;
     ASSERT_EQ(a.tensors.size(), b.tensors.size()) << name;
     for (const auto& [key, t] : a.tensors) EXPECT_TRUE(same_bytes(t, b.tensors.at(key))) << name << " " << key;
@@ -141,16 +139,16 @@ TEST(Optimizer, TheStateDictResumesEveryOptimiserBitIdentically) {
 TEST(Optimizer, SgdSavesOnlyTheBuffersItHas) {
   const std::vector<optim::OptimParam> ps = three_params(3);
   auto sgd = optim::make_optimizer(options_for("sgd"), ps);
-  EXPECT_TRUE(sgd->state_dict(kNames).tensors.empty());
+  EXPECT_TRUE(sgd->state_dict(kParamNames).tensors.empty());
   Tensor w = ps[0].tensor;  // the only parameter with a gradient
   w.set_grad(random_tensor({4, 3}, 5));
   sgd->step();
-  const optim::OptimizerState s = sgd->state_dict(kNames);
+  const optim::OptimizerState s = sgd->state_dict(kParamNames);
   ASSERT_EQ(s.tensors.size(), 1u);
   EXPECT_TRUE(s.tensors.count("momentum_buffer.w"));
   // Loading it elsewhere gives that parameter (only) a copy of the buffer.
   auto other = optim::make_optimizer(options_for("sgd"), clones(ps));
-  other->load_state_dict(s, kNames, "test state");
+  other->load_state_dict(s, kParamNames, "test state");
   const auto& state = dynamic_cast<optim::SGD&>(*other).state();
   ASSERT_TRUE(state[0].momentum_buffer.defined());
   EXPECT_FALSE(state[0].momentum_buffer.same(s.tensors.at("momentum_buffer.w")));
@@ -159,14 +157,14 @@ TEST(Optimizer, SgdSavesOnlyTheBuffersItHas) {
 
 TEST(Optimizer, AdamStateWithoutMomentsOrStepsNamesTheSourceAndParameter) {
   auto adam = optim::make_optimizer(options_for("adam"), three_params(1));
-  optim::OptimizerState s = adam->state_dict(kNames);
+  optim::OptimizerState s = adam->state_dict(kParamNames);
   s.tensors.erase("exp_avg_sq.c");
-  EXPECT_NE(error_of([&] { adam->load_state_dict(s, kNames, "checkpoint 'x'"); })
+  EXPECT_NE(error_of([&] { adam->load_state_dict(s, kParamNames, "checkpoint 'x'"); })
                 .find("checkpoint 'x' has no optimiser state for 'c'"),
             std::string::npos);
-  s = adam->state_dict(kNames);
+  s = adam->state_dict(kParamNames);
   s.steps.erase("b");
-  EXPECT_NE(error_of([&] { adam->load_state_dict(s, kNames, "checkpoint 'x'"); }).find("'b'"), std::string::npos);
+  EXPECT_NE(error_of([&] { adam->load_state_dict(s, kParamNames, "checkpoint 'x'"); }).find("'b'"), std::string::npos);
   EXPECT_NE(error_of([&] { adam->state_dict({"w"}); }).find("1 names for 3 parameters"), std::string::npos);
 }
 

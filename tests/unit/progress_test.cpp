@@ -8,13 +8,15 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/check.h"
+#include "support/text.h"
 #include "train/progress.h"
 
 using namespace cmha::train;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 ProgressView mid_run() {
   ProgressView v;

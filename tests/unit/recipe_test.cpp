@@ -14,7 +14,7 @@ using test::error_of;
 using namespace cmha::run;
 
 namespace {
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+std::string write_under(const std::string& dir, const std::string& name, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(dir + "/" + name).parent_path());
   std::ofstream(dir + "/" + name) << text;
   return dir + "/" + name;
@@ -24,8 +24,8 @@ std::string write(const std::string& dir, const std::string& name, const std::st
 
 TEST(Recipe, IncludesThenOwnKeysThenOverrides) {
   const std::string dir = cmha::test::temp_dir("recipe_inc");
-  write(dir, "configs/base.yaml", "model:\n  d_model: 256\n  ffn_dim: 1024\n  attention: {heads: 4}\n");
-  const std::string r = write(dir, "recipes/run.yaml",
+  write_under(dir, "configs/base.yaml", "model:\n  d_model: 256\n  ffn_dim: 1024\n  attention: {heads: 4}\n");
+  const std::string r = write_under(dir, "recipes/run.yaml",
                               "include: ../configs/base.yaml\nmodel:\n  ffn_dim: 512\n"
                               "  encoder_attention: {type: collaborative, key_dim: 64}\n");
   Recipe rec = Recipe::load(r, {"model.d_model=128"});
@@ -68,8 +68,8 @@ TEST(Recipe, TypeRangeAndChoiceErrors) {
 
 TEST(Recipe, IncludeCyclesAreReported) {
   const std::string dir = cmha::test::temp_dir("recipe_cycle");
-  write(dir, "a.yaml", "include: b.yaml\n");
-  write(dir, "b.yaml", "include: a.yaml\n");
+  write_under(dir, "a.yaml", "include: b.yaml\n");
+  write_under(dir, "b.yaml", "include: a.yaml\n");
   EXPECT_NE(error_of([&] { Recipe::load(dir + "/a.yaml"); }).find("include cycle"), std::string::npos);
   std::filesystem::remove_all(dir);
 }

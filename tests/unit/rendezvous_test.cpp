@@ -20,6 +20,7 @@
 #include "support/check.h"
 #ifdef CMHA_WITH_GLOO
 #include "distributed/gloo_communicator.h"
+#include "support/text.h"
 #endif
 
 using namespace cmha;
@@ -29,7 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using cmha::test::has;
 
 
 // A port nobody listens on right now (the kernel's pick, released again).
@@ -68,31 +69,31 @@ TEST(Rendezvous, ReadsTorchrunVariablesAfterTheMpiLaunchers) {
   l = distributed::launch_from_environment(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"WORLD_SIZE", "8"}}));
   EXPECT_EQ(l.size, 2);
   EXPECT_TRUE(l.mpi_launcher());
-  EXPECT_TRUE(contains(error_of([] { distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}})); }),
-                       "WORLD_SIZE is set but RANK is not"));
-  EXPECT_TRUE(contains(error_of([] {
-                         distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}}));
-                       }),
-                       "MASTER_PORT=70000 is not a TCP port"));
-  EXPECT_TRUE(contains(error_of([] {
-                         distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}}));
-                       }),
-                       "RANK=2 is not below WORLD_SIZE=2"));
+  EXPECT_TRUE(has(error_of([] { distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}})); }),
+                  "WORLD_SIZE is set but RANK is not"));
+  EXPECT_TRUE(has(error_of([] {
+                    distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}}));
+                  }),
+                  "MASTER_PORT=70000 is not a TCP port"));
+  EXPECT_TRUE(has(error_of([] {
+                    distributed::launch_from_environment(env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}}));
+                  }),
+                  "RANK=2 is not below WORLD_SIZE=2"));
 }
 
 TEST(Rendezvous, TheBackendFollowsTheLauncher) {
   const distributed::Launch two = torchrun(0, 2, 29500);
-  EXPECT_TRUE(contains(error_of([&] { distributed::make_communicator("mpi", two); }),
-                       "torchrun started 2 processes (WORLD_SIZE=2) without MPI but train.dist_backend is mpi"));
-  EXPECT_TRUE(contains(error_of([&] { distributed::make_communicator("gloo", two, Device::cuda(0)); }),
-                       "train.dist_backend=gloo exchanges host memory, but train.device is cuda:0: use nccl"));
+  EXPECT_TRUE(has(error_of([&] { distributed::make_communicator("mpi", two); }),
+                  "torchrun started 2 processes (WORLD_SIZE=2) without MPI but train.dist_backend is mpi"));
+  EXPECT_TRUE(has(error_of([&] { distributed::make_communicator("gloo", two, Device::cuda(0)); }),
+                  "train.dist_backend=gloo exchanges host memory, but train.device is cuda:0: use nccl"));
   distributed::Launch no_master = two;
   no_master.master_addr.clear();
   const std::string e = error_of([&] { distributed::make_communicator("auto", no_master); });
   if (distributed::gloo_built())
-    EXPECT_TRUE(contains(e, "rank 0 of 2 needs MASTER_ADDR and MASTER_PORT")) << e;
+    EXPECT_TRUE(has(e, "rank 0 of 2 needs MASTER_ADDR and MASTER_PORT")) << e;
   else
-    EXPECT_TRUE(contains(e, "built without it: install libgloo-dev")) << e;
+    EXPECT_TRUE(has(e, "built without it: install libgloo-dev")) << e;
 }
 
 TEST(Rendezvous, StoreSetsAndWaitsAcrossRanks) {
@@ -130,19 +131,19 @@ TEST(Rendezvous, WaitsAreBoundedAndNamed) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string lost = error_of([&] { distributed::TcpStore("127.0.0.1", port, false, 500ms, "rank 1 of 2"); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-  EXPECT_TRUE(contains(lost, "MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(port)) &&
-              contains(lost, "rank 1 of 2 could not reach rank 0") && contains(lost, "train.dist_timeout_s"))
+  EXPECT_TRUE(has(lost, "MASTER_ADDR:MASTER_PORT=127.0.0.1:" + std::to_string(port)) &&
+              has(lost, "rank 1 of 2 could not reach rank 0") && has(lost, "train.dist_timeout_s"))
       << lost;
   // A key nobody sets: the get gives up, naming the key and what its absence means.
   distributed::TcpStore alone("127.0.0.1", port, true, 300ms, "rank 0 of 2");
   const std::string waited = error_of([&] { alone.get("cmha/x", "rank 1 has not joined"); });
-  EXPECT_TRUE(contains(waited, "waited 0.3 s for 'cmha/x' (rank 1 has not joined)")) << waited;
+  EXPECT_TRUE(has(waited, "waited 0.3 s for 'cmha/x' (rank 1 has not joined)")) << waited;
   // A key past the store's limit is refused before it is sent.
-  EXPECT_TRUE(contains(error_of([&] { alone.set(std::string(distributed::TcpStore::kMaxKeyBytes + 1, 'k'), "v"); }),
-                       "key or value too long"));
+  EXPECT_TRUE(has(error_of([&] { alone.set(std::string(distributed::TcpStore::kMaxKeyBytes + 1, 'k'), "v"); }),
+                  "key or value too long"));
   // The port is taken: a second server says so.
-  EXPECT_TRUE(contains(error_of([&] { distributed::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
-                       "rank 0 cannot listen on port " + std::to_string(port)));
+  EXPECT_TRUE(has(error_of([&] { distributed::TcpStore("127.0.0.1", port, true, 300ms, "rank 0 of 2"); }),
+                  "rank 0 cannot listen on port " + std::to_string(port)));
 }
 
 TEST(Rendezvous, ARankZeroThatExitsIsNamed) {
@@ -151,7 +152,7 @@ TEST(Rendezvous, ARankZeroThatExitsIsNamed) {
   distributed::TcpStore client("127.0.0.1", port, false, 10s, "rank 1 of 2");
   server.reset();  // rank 0 gone: its store closes every connection
   const std::string e = error_of([&] { client.get("never"); });
-  EXPECT_TRUE(contains(e, "rank 1 of 2") && (contains(e, "rank 0 closed the connection") || contains(e, "rank 0 has exited")))
+  EXPECT_TRUE(has(e, "rank 1 of 2") && (has(e, "rank 0 closed the connection") || has(e, "rank 0 has exited")))
       << e;
 }
 
@@ -208,12 +209,12 @@ TEST(Rendezvous, GlooRefusesRanksOfDifferentWorldSizes) {
   auto rank1 = std::async(std::launch::async, start, 1, 3);
   const std::string e0 = start(0, 2);
   const std::string e1 = rank1.get();
-  EXPECT_TRUE(contains(e0, "rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2")) << e0;
-  EXPECT_TRUE(contains(e1, "rank 0 was started with WORLD_SIZE=2 but rank 1 with WORLD_SIZE=3")) << e1;
+  EXPECT_TRUE(has(e0, "rank 1 was started with WORLD_SIZE=3 but rank 0 with WORLD_SIZE=2")) << e0;
+  EXPECT_TRUE(has(e1, "rank 0 was started with WORLD_SIZE=2 but rank 1 with WORLD_SIZE=3")) << e1;
 }
 
 TEST(Rendezvous, GlooRankZeroAloneTimesOutNamingTheMissingRank) {
   const std::string e = error_of([] { distributed::GlooCommunicator(torchrun(0, 2, free_port()), 0.3); });
-  EXPECT_TRUE(contains(e, "(rank 1 has not joined)") && contains(e, "train.dist_timeout_s")) << e;
+  EXPECT_TRUE(has(e, "(rank 1 has not joined)") && has(e, "train.dist_timeout_s")) << e;
 }
 #endif

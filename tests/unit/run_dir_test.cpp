@@ -14,6 +14,7 @@
 #include "run/run_dir.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 
 using namespace cmha;
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // One sentence on one line, the way every input error is reported.
 void expect_one_sentence(const test::CommandResult& r) {

@@ -4,19 +4,13 @@
 #include <fstream>
 
 #include "run/run_results.h"
+#include "support/check.h"
 #include "tensor/error.h"
 
 namespace fs = std::filesystem;
 using namespace cmha;
 
-namespace {
-std::string fresh_dir(const char* name) {
-  const fs::path d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-}  // namespace
+using cmha::test::fresh_dir;
 
 TEST(RunResults, RoundTrip) {
   const std::string dir = fresh_dir("cmha_run_results_roundtrip");

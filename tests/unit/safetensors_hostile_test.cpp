@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "support/check.h"
+#include "support/files.h"
+#include "support/text.h"
 #include "tensor/safetensors.h"
 
 using namespace cmha;
@@ -16,21 +18,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string write_raw(const std::string& path, const std::string& header, const std::string& data,
-                      uint64_t declared_len) {
-  std::ofstream f(path, std::ios::binary);
-  for (int i = 0; i < 8; ++i) f.put(static_cast<char>(declared_len >> (8 * i)));
-  f << header << data;
-  return path;
-}
-std::string write_raw(const std::string& path, const std::string& header, const std::string& data) {
-  return write_raw(path, header, data, header.size());
-}
+using cmha::test::write_raw_safetensors;
 
 std::string load_error(const std::string& path) {
   return test::error_of([&] { load_safetensors(path); });
 }
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 class SafetensorsHostile : public ::testing::Test {
  protected:
@@ -42,7 +35,7 @@ class SafetensorsHostile : public ::testing::Test {
 }  // namespace
 
 TEST_F(SafetensorsHostile, OverlappingByteRangesAreRefusedNamingBothTensors) {
-  const std::string p = write_raw(dir_ + "/overlap.safetensors",
+  const std::string p = write_raw_safetensors(dir_ + "/overlap.safetensors",
                                   R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                                   R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                                   std::string(12, '\0'));
@@ -51,7 +44,7 @@ TEST_F(SafetensorsHostile, OverlappingByteRangesAreRefusedNamingBothTensors) {
 }
 
 TEST_F(SafetensorsHostile, TheSameRangeTwiceIsAnOverlap) {
-  const std::string p = write_raw(dir_ + "/alias.safetensors",
+  const std::string p = write_raw_safetensors(dir_ + "/alias.safetensors",
                                   R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
                                   R"("b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
                                   std::string(4, '\0'));
@@ -59,7 +52,7 @@ TEST_F(SafetensorsHostile, TheSameRangeTwiceIsAnOverlap) {
 }
 
 TEST_F(SafetensorsHostile, AdjacentRangesAndEmptyTensorsAnywhereLoad) {
-  const std::string p = write_raw(dir_ + "/adjacent.safetensors",
+  const std::string p = write_raw_safetensors(dir_ + "/adjacent.safetensors",
                                   R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                   R"("e":{"dtype":"F32","shape":[0,3],"data_offsets":[2,2]},)"
                                   R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
@@ -71,30 +64,30 @@ TEST_F(SafetensorsHostile, AdjacentRangesAndEmptyTensorsAnywhereLoad) {
 
 TEST_F(SafetensorsHostile, AnElementCountThatOverflowsIsRefused) {
   // 2^62 × 4 elements: the product wraps to 0 in 64 bits, which matched the empty range.
-  const std::string p = write_raw(dir_ + "/huge.safetensors",
+  const std::string p = write_raw_safetensors(dir_ + "/huge.safetensors",
                                   R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", "");
   const std::string e = load_error(p);
   EXPECT_TRUE(has(e, p) && has(e, "tensor 'a'") && has(e, "too many elements")) << e;
   // 2^61 × 4 bytes of F32 overflows the byte count only.
-  const std::string q = write_raw(dir_ + "/bytes.safetensors",
+  const std::string q = write_raw_safetensors(dir_ + "/bytes.safetensors",
                                   R"({"a":{"dtype":"F32","shape":[2305843009213693952,4],"data_offsets":[0,0]}})", "");
   EXPECT_TRUE(has(load_error(q), "too many elements")) << load_error(q);
 }
 
 TEST_F(SafetensorsHostile, AnEmptyTensorWithAHugeDimensionLoads) {
-  const std::string p = write_raw(dir_ + "/empty.safetensors",
+  const std::string p = write_raw_safetensors(dir_ + "/empty.safetensors",
                                   R"({"a":{"dtype":"F32","shape":[0,1152921504606846976],"data_offsets":[0,0]}})", "");
   EXPECT_EQ(load_safetensors(p).tensors.at("a").numel(), 0);
 }
 
 TEST_F(SafetensorsHostile, AHeaderLengthBeyondTheLimitIsRefusedBeforeItIsRead) {
   // A sparse 200 MB file whose header claims 150 MB: refused without reading it.
-  const std::string p = write_raw(dir_ + "/bighead.safetensors", "", "", 150'000'000);
+  const std::string p = write_raw_safetensors(dir_ + "/bighead.safetensors", "", "", 150'000'000);
   fs::resize_file(p, 200'000'000);
   const std::string e = load_error(p);
   EXPECT_TRUE(has(e, p) && has(e, "exceeds the limit")) << e;
   // One longer than the file: truncated, whatever the limit.
-  const std::string q = write_raw(dir_ + "/longhead.safetensors", "{}", "", 3);
+  const std::string q = write_raw_safetensors(dir_ + "/longhead.safetensors", "{}", "", 3);
   EXPECT_TRUE(has(load_error(q), "truncated")) << load_error(q);
 }
 

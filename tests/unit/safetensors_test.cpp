@@ -4,21 +4,14 @@
 #include <fstream>
 
 #include "support/check.h"
+#include "support/files.h"
 #include "tensor/safetensors.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
 
 namespace {
-std::string write_raw(const std::string& dir, const std::string& name, const std::string& header,
-                      const std::string& data, int64_t declared_len = -1) {
-  std::string path = dir + "/" + name;
-  std::ofstream f(path, std::ios::binary);
-  uint64_t len = declared_len >= 0 ? static_cast<uint64_t>(declared_len) : header.size();
-  for (int i = 0; i < 8; ++i) f.put(static_cast<char>(len >> (8 * i)));
-  f << header << data;
-  return path;
-}
+using cmha::test::write_raw_safetensors;
 
 void expect_error_containing(const std::string& path, const std::string& needle) {
   try {
@@ -70,20 +63,20 @@ TEST(Safetensors, EveryDefectIsOneClearError) {
     std::ofstream(p) << "abc";
     expect_error_containing(p, "truncated");
   }
-  expect_error_containing(write_raw(dir, "hdr.safetensors", "{}", "", 1000), "truncated");
-  expect_error_containing(write_raw(dir, "json.safetensors", "{\"a\": [", ""), "corrupt JSON");
+  expect_error_containing(write_raw_safetensors(dir + "/hdr.safetensors", "{}", "", 1000), "truncated");
+  expect_error_containing(write_raw_safetensors(dir + "/json.safetensors", "{\"a\": [", ""), "corrupt JSON");
   expect_error_containing(
-      write_raw(dir, "dtype.safetensors", R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", "12345678"),
+      write_raw_safetensors(dir + "/dtype.safetensors", R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", "12345678"),
       "unsupported dtype");
   expect_error_containing(
-      write_raw(dir, "size.safetensors", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678"),
+      write_raw_safetensors(dir + "/size.safetensors", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678"),
       "needs 12");
   expect_error_containing(
-      write_raw(dir, "past.safetensors", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "12345678"),
+      write_raw_safetensors(dir + "/past.safetensors", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "12345678"),
       "past the end");
-  expect_error_containing(write_raw(dir, "shape.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
+  expect_error_containing(write_raw_safetensors(dir + "/shape.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
                           "bad shape");
-  expect_error_containing(write_raw(dir, "fields.safetensors", R"({"a":{"dtype":"F32"}})", ""), "tensor 'a'");
+  expect_error_containing(write_raw_safetensors(dir + "/fields.safetensors", R"({"a":{"dtype":"F32"}})", ""), "tensor 'a'");
   fs::remove_all(dir);
 }
 

@@ -18,6 +18,7 @@
 #include "data/pack_shards.h"
 #include "data/shard_dataset.h"
 #include "support/check.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
 
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // <dir>/src/<class>/<k>.jpg: `classes` classes of `per_class` images, 24–60 px a side, each a flat colour that
 // names it (red = class, green = k), so an image read back says where it came from.
@@ -55,11 +56,9 @@ std::pair<int, int> origin(const data::Image& im) {
   return {p[0] / 40, p[1] / 10};
 }
 
-bool same_values(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.to_float_vector() == b.to_float_vector();
-}
+using cmha::test::same_values;
 
-std::string run(const std::string& command) {
+std::string shell_output(const std::string& command) {
   std::string out;
   FILE* p = ::popen(command.c_str(), "r");
   char buf[4096];
@@ -83,7 +82,7 @@ TEST(Shards, PackWritesTarShardsThatReadBackAsTheFolder) {
   EXPECT_EQ(r.reencoded, 0);
   EXPECT_EQ(r.set.classes, (std::vector<std::string>{"class0", "class1", "class2"}));
   // WebDataset's convention, as tar lists it: key.jpg then key.cls, keys numbering the set.
-  const std::string listing = run("tar -tf " + dir + "/out/shard-000001.tar");
+  const std::string listing = shell_output("tar -tf " + dir + "/out/shard-000001.tar");
   EXPECT_EQ(listing, "000004.jpg\n000004.cls\n000005.jpg\n000005.cls\n000006.jpg\n000006.cls\n000007.jpg\n000007.cls\n");
   const data::ShardDataset shards(dir + "/out", data::ColorMode::rgb);
   ASSERT_EQ(shards.size(), 21);
@@ -97,7 +96,7 @@ TEST(Shards, PackWritesTarShardsThatReadBackAsTheFolder) {
     EXPECT_TRUE(seen.insert({c, k}).second) << "twice: class " << c << " image " << k;
     // The .cls member says the same as the index.
     const std::string key = shards.describe(i).substr(shards.describe(i).size() - 6);
-    EXPECT_EQ(run("tar -xOf " + dir + "/out/shard-" + std::string(6 - std::to_string(i / 4).size(), '0') +
+    EXPECT_EQ(shell_output("tar -xOf " + dir + "/out/shard-" + std::string(6 - std::to_string(i / 4).size(), '0') +
                   std::to_string(i / 4) + ".tar " + key + ".cls"),
               std::to_string(c));
     if (i < 4) ++shard0_classes[c];
@@ -105,7 +104,7 @@ TEST(Shards, PackWritesTarShardsThatReadBackAsTheFolder) {
   EXPECT_EQ(seen.size(), 21u);
   EXPECT_GE(shard0_classes.size(), 2u);  // shuffled before sharding: a shard mixes the classes
   // A second pack into the same folder is refused.
-  EXPECT_TRUE(contains(error_of([&] { data::pack_image_folder(src, dir + "/out", o); }), "pack into an empty folder"));
+  EXPECT_TRUE(has(error_of([&] { data::pack_image_folder(src, dir + "/out", o); }), "pack into an empty folder"));
   fs::remove_all(dir);
 }
 
@@ -237,8 +236,8 @@ TEST(Shards, BadMembersAreSkippedWithOneCountedWarningPerShard) {
   size_t warnings = 0;
   for (size_t at = 0; (at = err.find("data: warning:", at)) != std::string::npos; ++at) ++warnings;
   EXPECT_EQ(warnings, 3u) << err;  // the short tar at start, then one per shard with bad members
-  EXPECT_TRUE(contains(err, "shard-000000.tar member 000001")) << err;
-  EXPECT_TRUE(contains(err, "shard-000002.tar member 000012 is cut off")) << err;
+  EXPECT_TRUE(has(err, "shard-000000.tar member 000001")) << err;
+  EXPECT_TRUE(has(err, "shard-000002.tar member 000012 is cut off")) << err;
   fs::remove_all(dir);
 }
 
@@ -248,7 +247,7 @@ TEST(Shards, MissingShardIsOneSentenceAndExitTwo) {
   // The CLI packs (both splits from the same folder: this test is about their files).
   test::CommandResult r = test::run_cmha("pack " + src + " " + dir + "/data/train --shard-samples 8");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "packed 30 samples of 10 classes into 4 shards")) << r.output;
+  EXPECT_TRUE(has(r.output, "packed 30 samples of 10 classes into 4 shards")) << r.output;
   r = test::run_cmha("pack " + src + " " + dir + "/data/val --shard-samples 8");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string train = std::string(CMHA_SOURCE_DIR) + "/recipes/local/fashion_mnist_vit.yaml " +
@@ -261,14 +260,14 @@ TEST(Shards, MissingShardIsOneSentenceAndExitTwo) {
   // The recipe states what the shards were packed with.
   r = test::run_cmha("train " + train + " --overwrite data.shard_max_side=320");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "data.shard_max_side is 320 but the shards of " + dir +
-                                     "/data/train were packed with --max-side 0"))
+  EXPECT_TRUE(has(r.output, "data.shard_max_side is 320 but the shards of " + dir +
+                                "/data/train were packed with --max-side 0"))
       << r.output;
   fs::remove(dir + "/data/train/shard-000002.tar");
   r = test::run_cmha("train " + train + " --overwrite");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "cmha: shard '" + dir + "/data/train/shard-000002.tar' listed in " + dir +
-                                     "/data/train/shards.json is missing\n"))
+  EXPECT_TRUE(has(r.output, "cmha: shard '" + dir + "/data/train/shard-000002.tar' listed in " + dir +
+                                "/data/train/shards.json is missing\n"))
       << r.output;
   fs::remove_all(dir);
 }

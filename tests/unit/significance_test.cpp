@@ -21,18 +21,20 @@
 #include "eval/significance_report.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/sacrebleu_golden.h"
 
 using namespace cmha;
 using namespace cmha::eval;
 using test::error_of;
+using test::kBleuGoldenDir;
+using test::with_cmha_version;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kGolden = CMHA_SOURCE_DIR "/tests/data/significance-golden";
-const std::string kBleuGolden = CMHA_SOURCE_DIR "/tests/data/bleu-golden";
 
-nlohmann::json load(const std::string& name) {
+nlohmann::json load_golden(const std::string& name) {
   std::ifstream in(kGolden + "/" + name);
   EXPECT_TRUE(in.good()) << name;
   return nlohmann::json::parse(in);
@@ -65,16 +67,6 @@ std::vector<uint64_t> golden_u64(const nlohmann::json& j) {
   return out;
 }
 
-std::string with_cmha_version(std::string s) {
-  const std::string from = std::string("version:") + kSacrebleuVersion, to = "version:" + metric_version();
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-  const std::string jfrom = std::string("\"version\": \"") + kSacrebleuVersion + "\"",
-                    jto = "\"version\": \"" + metric_version() + "\"";
-  for (size_t at = s.find(jfrom); at != std::string::npos; at = s.find(jfrom, at + jto.size()))
-    s.replace(at, jfrom.size(), jto);
-  return s;
-}
-
 // cmha run in the golden directory, so that systems are named as sacreBLEU named them.
 test::CommandResult run_in_golden(const std::string& args) {
   const std::string cmd = "cd " + kGolden + " && " + std::string(CMHA_BINARY_DIR) + "/cmha " + args + " 2>&1";
@@ -94,7 +86,7 @@ std::vector<std::string> lines_of(const std::string& path) { return read_segment
 }  // namespace
 
 TEST(NumpyRandom, SeedSequenceAndPcg64StateAreNumpys) {
-  const nlohmann::json g = load("rng.json");
+  const nlohmann::json g = load_golden("rng.json");
   const SeedSequence ss(12345);
   EXPECT_EQ(std::vector<int64_t>(ss.pool(), ss.pool() + 4), golden_ints(g.at("seed_sequence_pool")));
   EXPECT_EQ(as_i64(ss.generate_state32(8)), golden_ints(g.at("generate_state_uint32_8")));
@@ -105,7 +97,7 @@ TEST(NumpyRandom, SeedSequenceAndPcg64StateAreNumpys) {
 }
 
 TEST(NumpyRandom, RawAndThirtyTwoBitOutputsAreNumpys) {
-  const nlohmann::json g = load("rng.json");
+  const nlohmann::json g = load_golden("rng.json");
   NumpyGenerator rng(12345);
   std::vector<uint64_t> raw;
   for (int i = 0; i < 8; ++i) raw.push_back(rng.next64());
@@ -117,7 +109,7 @@ TEST(NumpyRandom, RawAndThirtyTwoBitOutputsAreNumpys) {
 }
 
 TEST(NumpyRandom, ChoiceAndBooleansDrawWhatSacrebleuDraws) {
-  const nlohmann::json g = load("rng.json");
+  const nlohmann::json g = load_golden("rng.json");
   for (const int64_t n : {1, 3, 26, 304}) {
     NumpyGenerator rng(12345);
     EXPECT_EQ(rng.choice(n, 5 * static_cast<size_t>(n)), golden_ints(g.at("choice_" + std::to_string(n) + "_x_5")))
@@ -135,19 +127,19 @@ TEST(NumpyRandom, ChoiceAndBooleansDrawWhatSacrebleuDraws) {
 
 namespace {
 
-struct Case {
+struct GoldenCase {
   std::vector<std::vector<std::string>> refs, systems;
 };
 
-Case case1() {
-  return {{lines_of(kBleuGolden + "/case1.ref.de")},
-          {lines_of(kBleuGolden + "/case1.hyp.de"), lines_of(kGolden + "/case1.sys2.de"),
-           lines_of(kBleuGolden + "/case1.ref2.de")}};
+GoldenCase case1() {
+  return {{lines_of(kBleuGoldenDir + "/case1.ref.de")},
+          {lines_of(kBleuGoldenDir + "/case1.hyp.de"), lines_of(kGolden + "/case1.sys2.de"),
+           lines_of(kBleuGoldenDir + "/case1.ref2.de")}};
 }
 
-Case case2() {
-  return {{lines_of(kBleuGolden + "/case2.ref"), lines_of(kBleuGolden + "/case2.ref2")},
-          {lines_of(kBleuGolden + "/case2.hyp"), lines_of(kGolden + "/case2.sys2")}};
+GoldenCase case2() {
+  return {{lines_of(kBleuGoldenDir + "/case2.ref"), lines_of(kBleuGoldenDir + "/case2.ref2")},
+          {lines_of(kBleuGoldenDir + "/case2.hyp"), lines_of(kGolden + "/case2.sys2")}};
 }
 
 // The fixtures were made under Python 3.11, whose sum() of floats is not
@@ -170,7 +162,7 @@ void expect_same(const std::optional<double>& got, const nlohmann::json& want, c
   expect_close(*got, want.get<double>(), what);
 }
 
-void check_paired(const Case& c, const nlohmann::json& golden, bool bootstrap) {
+void check_paired(const GoldenCase& c, const nlohmann::json& golden, bool bootstrap) {
   const auto bleu = make_bleu_metric(c.refs, {});
   const auto chrf = make_chrf_metric(c.refs, {});
   const auto results = paired_test({bleu.get(), chrf.get()}, c.systems, bootstrap,
@@ -194,19 +186,19 @@ void check_paired(const Case& c, const nlohmann::json& golden, bool bootstrap) {
 }  // namespace
 
 TEST(Significance, PairedBootstrapIsSacrebleus) {
-  const nlohmann::json g = load("results.json");
+  const nlohmann::json g = load_golden("results.json");
   check_paired(case1(), g.at("case1_bs"), true);
   check_paired(case2(), g.at("case2_bs"), true);
 }
 
 TEST(Significance, PairedApproximateRandomizationIsSacrebleus) {
-  const nlohmann::json g = load("results.json");
+  const nlohmann::json g = load_golden("results.json");
   check_paired(case1(), g.at("case1_ar"), false);
   check_paired(case2(), g.at("case2_ar"), false);
 }
 
 TEST(Significance, ConfidenceIntervalIsSacrebleus) {
-  const nlohmann::json g = load("results.json");
+  const nlohmann::json g = load_golden("results.json");
   for (const auto& [name, c] : {std::pair{"case1_confidence", case1()}, std::pair{"case2_confidence", case2()}}) {
     // case1: the baseline; case2: its second system.
     const std::vector<std::string>& hyps = std::string(name) == "case1_confidence" ? c.systems[0] : c.systems[1];
@@ -224,7 +216,7 @@ TEST(Significance, ConfidenceIntervalIsSacrebleus) {
 }
 
 TEST(Significance, CommandLinesPrintWhatSacrebleuPrints) {
-  const nlohmann::json g = load("results.json");
+  const nlohmann::json g = load_golden("results.json");
   int compared = 0;
   for (const auto& c : g.at("cli")) {
     const auto sacrebleu_args = c.at("args").get<std::vector<std::string>>();
@@ -274,7 +266,7 @@ TEST(Significance, ChrfBootstrapJsonIsSacrebleusWithItsFloat32sAsDoubles) {
   // with json.dumps writing numpy floats as doubles (make_significance_golden.py),
   // and cmha writes that document: compared with the others above, and here
   // its values against the paired test's own (the API's) to the bit.
-  const nlohmann::json g = load("results.json");
+  const nlohmann::json g = load_golden("results.json");
   int found = 0;
   for (const auto& c : g.at("cli")) {
     if (!c.value("json_numpy_floats_as_double", false)) continue;
@@ -331,7 +323,7 @@ TEST(Significance, MistakesExitTwoInOneSentence) {
 TEST(Significance, IdenticalSystemsGetTheSmallestPValueAsInSacrebleu) {
   // sacreBLEU counts only differences strictly above the real one, so a
   // system against itself (delta 0) gets p = 1 / (samples + 1).
-  const Case c = case2();
+  const GoldenCase c = case2();
   const auto bleu = make_bleu_metric(c.refs, {});
   for (const bool bs : {true, false}) {
     const auto r = paired_test({bleu.get()}, {c.systems[0], c.systems[0]}, bs, 200);
@@ -341,7 +333,7 @@ TEST(Significance, IdenticalSystemsGetTheSmallestPValueAsInSacrebleu) {
 }
 
 TEST(AccuracyTests, BootstrapIntervalOfTopOneDrawsNumpysResamples) {
-  const nlohmann::json g = load("results.json").at("accuracy");
+  const nlohmann::json g = load_golden("results.json").at("accuracy");
   std::vector<uint8_t> correct;
   for (const auto& v : g.at("correct")) correct.push_back(static_cast<uint8_t>(v.get<int>()));
   const AccuracyInterval ci = bootstrap_top1(correct);
@@ -355,7 +347,7 @@ TEST(AccuracyTests, BootstrapIntervalOfTopOneDrawsNumpysResamples) {
 }
 
 TEST(AccuracyTests, ExactMcNemarIsTheBinomialTestOnTheDiscordantImages) {
-  const nlohmann::json results = load("results.json");  // named: a range-for over a temporary's member dangles
+  const nlohmann::json results = load_golden("results.json");  // named: a range-for over a temporary's member dangles
   for (const auto& c : results.at("accuracy").at("mcnemar")) {
     const int64_t only_a = c.at("only_a").get<int64_t>(), only_b = c.at("only_b").get<int64_t>();
     // Images each classifier gets right: 5 both, then the discordant ones, 2 neither.

@@ -23,6 +23,7 @@
 #include "run/recipe.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "tensor/safetensors.h"
 
 using namespace cmha;
@@ -30,7 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // Runs `read` in a child process, which would block forever on a FIFO
 // nobody writes: passes when it throws a cmha::Error containing `expected`

@@ -9,6 +9,7 @@
 #include "run/run_results.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
 #include "study/sweep.h"
@@ -20,7 +21,7 @@ using namespace cmha::run;
 namespace fs = std::filesystem;
 
 namespace {
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 
 // A tiny ViT recipe (dir/tiny.yaml, `max_updates` updates) on tiny image files in

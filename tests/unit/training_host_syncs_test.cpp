@@ -22,7 +22,9 @@
 #include "nn/layers.h"
 #include "run/recipe.h"
 #include "support/check.h"
+#include "support/emulated_cuda.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/emulated_stream.h"
@@ -34,10 +36,7 @@ namespace {
 
 using Causes = std::map<std::string, uint64_t>;
 
-struct AsyncEmulated {
-  AsyncEmulated() { set_cuda_emulated_async(true); }
-  ~AsyncEmulated() { set_cuda_emulated_async(false); }
-};
+using cmha::test::AsyncEmulated;
 
 // The emulator's waits by cause at each update's exchange, in update order.
 std::vector<Causes> train_counting_waits(const run::Recipe& recipe) {
@@ -99,18 +98,7 @@ void expect_waits_only_at_log_lines(const run::Recipe& recipe, const std::string
 const char* const kSteady = "train.max_updates=7 train.log_every=3 train.save_every=0 train.validate_every=0 "
                             "train.device=cuda";
 
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < s.size()) {
-    const size_t end = s.find(' ', at);
-    const std::string w = s.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    if (!w.empty()) out.push_back(w);
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return out;
-}
+using cmha::test::words;
 
 TEST(TrainingHostSyncs, TranslationStepsWaitOnlyAtLogLines) {
   const std::string dir = test::toy_dir("host_syncs_translation");

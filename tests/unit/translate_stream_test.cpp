@@ -22,6 +22,7 @@
 #include "run/device.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
@@ -31,7 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // `cmha <args>` through the shell with standard output and standard error
 // kept apart (run_cmha joins them); the exit code.

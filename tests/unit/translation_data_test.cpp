@@ -17,6 +17,7 @@
 #include "distributed/communicator.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
@@ -32,7 +33,7 @@ using test::write_toy_corpus;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // Synthetic lengths for the batcher tests.
 std::pair<std::vector<int32_t>, std::vector<int32_t>> random_lengths(int n) {
@@ -65,8 +66,8 @@ TEST(TextCorpus, MissingFileIsAnErrorNamingIt) {
   const std::string dir = test::temp_dir("mt_missing");
   write_file(dir + "/x.en", "a\n");
   const std::string msg = error_of([&] { data::read_parallel_corpus(dir + "/x", "en", "de"); });
-  EXPECT_TRUE(contains(msg, dir + "/x.de")) << msg;
-  EXPECT_TRUE(contains(msg, "cannot open")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/x.de")) << msg;
+  EXPECT_TRUE(has(msg, "cannot open")) << msg;
   fs::remove_all(dir);
 }
 
@@ -75,8 +76,8 @@ TEST(TextCorpus, EmptyFileIsAnErrorNamingIt) {
   write_file(dir + "/x.en", "a\n");
   write_file(dir + "/x.de", "");
   const std::string msg = error_of([&] { data::read_parallel_corpus(dir + "/x", "en", "de"); });
-  EXPECT_TRUE(contains(msg, dir + "/x.de")) << msg;
-  EXPECT_TRUE(contains(msg, "is empty")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/x.de")) << msg;
+  EXPECT_TRUE(has(msg, "is empty")) << msg;
   fs::remove_all(dir);
 }
 
@@ -85,9 +86,9 @@ TEST(TextCorpus, NonUtf8LineIsAnErrorNamingFileAndLine) {
   write_file(dir + "/x.en", "fine\nstill fine\nna\xefve\n");  // Latin-1 ï
   write_file(dir + "/x.de", "gut\ngut\ngut\n");
   const std::string msg = error_of([&] { data::read_parallel_corpus(dir + "/x", "en", "de"); });
-  EXPECT_TRUE(contains(msg, dir + "/x.en")) << msg;
-  EXPECT_TRUE(contains(msg, "line 3")) << msg;
-  EXPECT_TRUE(contains(msg, "UTF-8")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/x.en")) << msg;
+  EXPECT_TRUE(has(msg, "line 3")) << msg;
+  EXPECT_TRUE(has(msg, "UTF-8")) << msg;
   EXPECT_TRUE(data::is_valid_utf8("na\xc3\xafve \xe2\x82\xac \xf0\x9f\x98\x80"));
   EXPECT_FALSE(data::is_valid_utf8("\xc0\xaf"));          // overlong '/'
   EXPECT_FALSE(data::is_valid_utf8("\xed\xa0\x80"));      // surrogate
@@ -101,8 +102,8 @@ TEST(TextCorpus, DifferentLineCountsNameBothFilesAndCounts) {
   write_file(dir + "/x.en", "a\nb\nc\n");
   write_file(dir + "/x.de", "a\nb\n");
   const std::string msg = error_of([&] { data::read_parallel_corpus(dir + "/x", "en", "de"); });
-  EXPECT_TRUE(contains(msg, dir + "/x.en' has 3 lines")) << msg;
-  EXPECT_TRUE(contains(msg, dir + "/x.de' has 2")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/x.en' has 3 lines")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/x.de' has 2")) << msg;
   fs::remove_all(dir);
 }
 
@@ -111,11 +112,11 @@ TEST(TextCorpus, TaskReportsCorpusErrors) {
   write_file(dir + "/valid.de", "nur eine Zeile\n");
   Generator g(1);
   const std::string msg = error_of([&] { train::TranslationTask task(toy_recipe(dir), g); });
-  EXPECT_TRUE(contains(msg, dir + "/valid.en' has 40 lines but '" + dir + "/valid.de' has 1")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/valid.en' has 40 lines but '" + dir + "/valid.de' has 1")) << msg;
   // A missing corpus names the key, the file and the scripts that prepare one.
   const std::string missing = error_of([&] { train::TranslationTask task(toy_recipe(dir, {"data.train_prefix=" + dir + "/nope"}), g); });
-  EXPECT_TRUE(contains(missing, "data.train_prefix: the corpus file '" + dir + "/nope.en' does not exist")) << missing;
-  EXPECT_TRUE(contains(missing, "data/prepare_local_en_de.sh")) << missing;
+  EXPECT_TRUE(has(missing, "data.train_prefix: the corpus file '" + dir + "/nope.en' does not exist")) << missing;
+  EXPECT_TRUE(has(missing, "data/prepare_local_en_de.sh")) << missing;
   fs::remove_all(dir);
 }
 
@@ -149,8 +150,8 @@ TEST(SentencePieceVocab, TrainsAJointModelWithFixedSpecialIdsAndReloadsIt) {
   EXPECT_EQ(again.model_hash(), v.model_hash());
   o.vocab_size = 120;
   const std::string msg = error_of([&] { data::SentencePieceVocab::load_or_train(path, o, {}); });
-  EXPECT_TRUE(contains(msg, path)) << msg;
-  EXPECT_TRUE(contains(msg, "100 pieces but model.vocab_size is 120")) << msg;
+  EXPECT_TRUE(has(msg, path)) << msg;
+  EXPECT_TRUE(has(msg, "100 pieces but model.vocab_size is 120")) << msg;
   // BPE trains too.
   o.vocab_size = 80;
   o.model_type = "bpe";
@@ -176,9 +177,9 @@ TEST(TokenCache, RoundTripsThroughTheMappedFileAndRejectsCorruptOnes) {
   EXPECT_EQ(key, 0xABCDull);
   EXPECT_FALSE(data::TokenCache::read_key(dir + "/none.bin", &key));
   fs::resize_file(dir + "/c.bin", fs::file_size(dir + "/c.bin") - 4);
-  EXPECT_TRUE(contains(error_of([&] { data::TokenCache t(dir + "/c.bin"); }), "truncated"));
+  EXPECT_TRUE(has(error_of([&] { data::TokenCache t(dir + "/c.bin"); }), "truncated"));
   write_file(dir + "/d.bin", "not a cache at all, just some text that is long enough for a header......");
-  EXPECT_TRUE(contains(error_of([&] { data::TokenCache t(dir + "/d.bin"); }), "not a cmha token cache"));
+  EXPECT_TRUE(has(error_of([&] { data::TokenCache t(dir + "/d.bin"); }), "not a cmha token cache"));
   fs::remove_all(dir);
 }
 
@@ -213,8 +214,8 @@ TEST(TranslationTask, CachesAreReusedAndRebuiltWhenTheCorpusChanges) {
 
   // A SentencePiece model of another size in the run dir is a clear error.
   const std::string msg = error_of([&] { train::TranslationTask t(toy_recipe(dir, {"model.vocab_size=120"}), g); });
-  EXPECT_TRUE(contains(msg, dir + "/run/spm.model")) << msg;
-  EXPECT_TRUE(contains(msg, "model.vocab_size is 120")) << msg;
+  EXPECT_TRUE(has(msg, dir + "/run/spm.model")) << msg;
+  EXPECT_TRUE(has(msg, "model.vocab_size is 120")) << msg;
   fs::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@
 #include "eval/translator.h"
 #include "support/check.h"
 #include "support/files.h"
+#include "support/text.h"
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using cmha::test::has;
 
 // Tiny models are all OpenMP overhead: one thread is faster and gives the same results.
 struct OneThread {

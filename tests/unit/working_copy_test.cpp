@@ -28,17 +28,17 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 // vocabulary projection through linear_cross_entropy; `fresh` converts every
 // weight anew in each forward (what cmha did before the kept copy), by
 // handing the layers a new handle of each weight.
-struct Model {
+struct MlpWeights {
   Tensor w1, b1, w2;
   std::vector<Tensor> params() const { return {w1, b1, w2}; }
 };
 
-Model make_model() {
+MlpWeights make_model() {
   return {random_tensor({24, 16}, 11, -0.5f, 0.5f, true), random_tensor({24}, 12, -0.1f, 0.1f, true),
           random_tensor({40, 24}, 13, -0.5f, 0.5f, true)};
 }
 
-Tensor loss_of(const Model& m, const Tensor& x, const Tensor& target, bool fresh) {
+Tensor loss_of(const MlpWeights& m, const Tensor& x, const Tensor& target, bool fresh) {
   autograd::AutocastGuard autocast(true);
   // A new leaf handle over the same storage has no kept copy: converted every call.
   const auto handle = [&](const Tensor& w) {
@@ -61,7 +61,7 @@ Tensor loss_of(const Model& m, const Tensor& x, const Tensor& target, bool fresh
 }  // namespace
 
 TEST(Bf16WorkingCopy, TrainingIsBitIdenticalToConvertingEveryForward) {
-  const Model kept = make_model(), fresh = make_model();
+  const MlpWeights kept = make_model(), fresh = make_model();
   optim::AdamOptions o;
   o.lr = 1e-2;
   optim::Adam adam_kept(kept.params(), o), adam_fresh(fresh.params(), o);

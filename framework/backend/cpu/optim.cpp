@@ -104,21 +104,21 @@ void swap(const Tensor& a, const Tensor& b) {
 // ---- gradient clipping ----
 
 // The unit of parallel work and of the fixed summation order.
-constexpr int64_t kBlock = int64_t{1} << 16;
+constexpr int64_t kElementsPerBlock = int64_t{1} << 16;
 
 struct Block {
   float* data;
   int64_t n;
 };
 
-// The tensors split into blocks of at most kBlock elements, in list order.
+// The tensors split into blocks of at most kElementsPerBlock elements, in list order.
 std::vector<Block> blocks_of(const std::vector<Tensor>& xs, const char* op, int64_t* total) {
   std::vector<Block> blocks;
   *total = 0;
   for (const Tensor& x : xs) {
     float* data = x.data<float>(op);
     const int64_t n = x.numel();
-    for (int64_t b = 0; b < n; b += kBlock) blocks.push_back({data + b, std::min(kBlock, n - b)});
+    for (int64_t b = 0; b < n; b += kElementsPerBlock) blocks.push_back({data + b, std::min(kElementsPerBlock, n - b)});
     *total += n;
   }
   return blocks;

@@ -3,7 +3,7 @@
 // The tensor is seen as [outer, n, inner] with the reduced dim (size n) in the
 // middle. inner == 1 (the last dim) is the common case: each row of n
 // contiguous values is reduced with vector lanes along the row. Otherwise a
-// block of up to kBlock neighbouring columns is walked down the n rows
+// block of up to kColumnsPerTask neighbouring columns is walked down the n rows
 // together, with the lanes across the columns, so no transpose is needed.
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@ namespace {
 
 using Geometry = backend::SoftmaxGeometry;
 
-constexpr int64_t kBlock = 64;  // columns per task when the dim is not last
+constexpr int64_t kColumnsPerTask = 64;  // columns per task when the dim is not last
 
 // ---- forward ----
 
@@ -78,13 +78,13 @@ void forward_rows(const X* x, Y* y, const Geometry& s, bool log) {
 
 template <typename X, typename Y>
 void forward_columns(const X* x, Y* y, const Geometry& s, bool log) {
-  const int64_t blocks = (s.inner + kBlock - 1) / kBlock, tasks = s.outer * blocks;
+  const int64_t blocks = (s.inner + kColumnsPerTask - 1) / kColumnsPerTask, tasks = s.outer * blocks;
 #pragma omp parallel for schedule(static) if (tasks > 1 && s.outer * s.n * s.inner >= kParallelMin)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t o = task / blocks, j0 = (task % blocks) * kBlock;
-    const int64_t w = std::min(kBlock, s.inner - j0);
+    const int64_t o = task / blocks, j0 = (task % blocks) * kColumnsPerTask;
+    const int64_t w = std::min(kColumnsPerTask, s.inner - j0);
     const int64_t base = o * s.n * s.inner + j0;
-    float m[kBlock], sum[kBlock];
+    float m[kColumnsPerTask], sum[kColumnsPerTask];
     std::fill(m, m + w, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + w, 0.0f);
     for (int64_t k = 0; k < s.n; ++k) {
@@ -161,13 +161,13 @@ void backward_rows(const Y* y, const G* g, DX* dx, const Geometry& s, bool log) 
 
 template <typename Y, typename G, typename DX>
 void backward_columns(const Y* y, const G* g, DX* dx, const Geometry& s, bool log) {
-  const int64_t blocks = (s.inner + kBlock - 1) / kBlock, tasks = s.outer * blocks;
+  const int64_t blocks = (s.inner + kColumnsPerTask - 1) / kColumnsPerTask, tasks = s.outer * blocks;
 #pragma omp parallel for schedule(static) if (tasks > 1 && s.outer * s.n * s.inner >= kParallelMin)
   for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t o = task / blocks, j0 = (task % blocks) * kBlock;
-    const int64_t w = std::min(kBlock, s.inner - j0);
+    const int64_t o = task / blocks, j0 = (task % blocks) * kColumnsPerTask;
+    const int64_t w = std::min(kColumnsPerTask, s.inner - j0);
     const int64_t base = o * s.n * s.inner + j0;
-    float acc[kBlock];
+    float acc[kColumnsPerTask];
     std::fill(acc, acc + w, 0.0f);
     for (int64_t k = 0; k < s.n; ++k) {
       const Y* yr = y + base + k * s.inner;
