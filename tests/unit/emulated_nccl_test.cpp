@@ -145,7 +145,7 @@ TEST(EmulatedNccl, ACollectiveRunsAfterTheComputeBeforeItAndBeforeTheComputeAfte
 TEST(EmulatedNccl, BlockingFormsOrderTheComputeStreamAndTheHostReadsThroughACopy) {
   AsyncEmulated on;
   Twins t = make_twins();
-  hold_compute(20);
+  hold_compute(60);  // longer than the collective: one that did not wait would double the poison
   Tensor a = Tensor::full({2}, 3.0, DType::f32, kGpu);
   t.comm->all_reduce(static_cast<float*>(a.raw_data()), 2, ReduceOp::sum);
   EXPECT_EQ(a.to_float_vector(), std::vector<float>(2, 6.0f));
