@@ -34,20 +34,21 @@ namespace {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-// gloo's rendezvous through cmha's store, its keys under "gloo/". Its keys
-// are rank numbers: a missing one is a rank that has not joined.
+// gloo's rendezvous through cmha's store, its keys under `prefix` ("gloo/",
+// or "gloo/<channel>/" for a channel's context). Its keys are rank numbers:
+// a missing one is a rank that has not joined.
 class StoreForGloo final : public gloo::rendezvous::Store {
  public:
-  explicit StoreForGloo(TcpStore& store) : store_(store) {}
+  StoreForGloo(TcpStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set("gloo/" + key, std::string(data.begin(), data.end()));
+    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    const std::string v = store_.get("gloo/" + key, meaning(key));
+    const std::string v = store_.get(prefix_ + key, meaning(key));
     return std::vector<char>(v.begin(), v.end());
   }
   void wait(const std::vector<std::string>& keys) override {
-    for (const auto& k : keys) store_.get("gloo/" + k, meaning(k));
+    for (const auto& k : keys) store_.get(prefix_ + k, meaning(k));
   }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) override { wait(keys); }
 
@@ -57,6 +58,7 @@ class StoreForGloo final : public gloo::rendezvous::Store {
     return number ? "rank " + key + " has not joined" : "";
   }
   TcpStore& store_;
+  const std::string prefix_;
 };
 
 // The address this host uses to reach rank 0's host: the one the other ranks
@@ -113,7 +115,9 @@ class GlooRequest final : public Request {
 struct GlooCommunicator::Impl {
   Launch launch;
   std::string who;
-  std::unique_ptr<TcpStore> store;
+  std::shared_ptr<TcpStore> store;  // shared with the channels opened from it
+  gloo::transport::tcp::attr attr;  // how this rank's pairs listen and connect
+  std::chrono::milliseconds timeout{0};
   std::shared_ptr<gloo::rendezvous::Context> context;
   int local_rank = 0, local_size = 1;
   uint32_t next_tag = 0;  // the communication thread's alone
@@ -168,6 +172,22 @@ struct GlooCommunicator::Impl {
     gloo::allreduce(o);
     if (op == ReduceOp::average) scale_in_place(data, count, static_cast<T>(1) / static_cast<T>(context->size));
   }
+
+  // Connects this rank's context to the others' (keys under `prefix`) and
+  // starts the communication thread.
+  void connect(const std::string& prefix) {
+    StoreForGloo gloo_store(*store, prefix);
+    try {
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      context = std::make_shared<gloo::rendezvous::Context>(launch.rank, launch.size);
+      context->setTimeout(timeout);
+      context->connectFullMesh(gloo_store, device);
+    } catch (const gloo::Exception& e) {
+      throw Error("gloo could not connect " + who + " to the other ranks (" + e.what() +
+                  "); set GLOO_SOCKET_IFNAME to the network interface the ranks share");
+    }
+    thread = std::thread([this] { run_queue(); });
+  }
 };
 
 GlooCommunicator::GlooCommunicator(const Launch& launch, double timeout_seconds) : impl_(std::make_unique<Impl>()) {
@@ -177,8 +197,8 @@ GlooCommunicator::GlooCommunicator(const Launch& launch, double timeout_seconds)
   CMHA_CHECK(!launch.master_addr.empty() && launch.master_port > 0,
              "train.dist_backend=gloo: " + m.who + " needs MASTER_ADDR and MASTER_PORT (rank 0's host and a free "
              "port, as torchrun sets them) to find the other ranks");
-  const auto timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000.0));
-  m.store = std::make_unique<TcpStore>(launch.master_addr, launch.master_port, launch.rank == 0, timeout, m.who);
+  m.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000.0));
+  m.store = std::make_shared<TcpStore>(launch.master_addr, launch.master_port, launch.rank == 0, m.timeout, m.who);
 
   // Every rank must have been told the same world size. Rank 0 publishes
   // its own and checks each other rank's; the others read rank 0's before
@@ -208,20 +228,9 @@ GlooCommunicator::GlooCommunicator(const Launch& launch, double timeout_seconds)
     if (rank0 != size_text) throw mismatch(0, rank0);
   }
 
-  gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) attr.iface = iface;
-  else attr.hostname = local_address_towards(launch.master_addr, launch.master_port);
-  StoreForGloo gloo_store(*m.store);
-  try {
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    m.context = std::make_shared<gloo::rendezvous::Context>(launch.rank, launch.size);
-    m.context->setTimeout(timeout);
-    m.context->connectFullMesh(gloo_store, device);
-  } catch (const gloo::Exception& e) {
-    throw Error("gloo could not connect " + m.who + " to the other ranks (" + e.what() +
-                "); set GLOO_SOCKET_IFNAME to the network interface the ranks share");
-  }
-  m.thread = std::thread([&m] { m.run_queue(); });
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) m.attr.iface = iface;
+  else m.attr.hostname = local_address_towards(launch.master_addr, launch.master_port);
+  m.connect("gloo/");
 
   // Ranks on this host: those that share its name, in rank order.
   const std::vector<std::string> hosts = all_gather_bytes(host_name());
@@ -231,6 +240,22 @@ GlooCommunicator::GlooCommunicator(const Launch& launch, double timeout_seconds)
     if (r < launch.rank) ++m.local_rank;
     ++m.local_size;
   }
+}
+
+GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<GlooCommunicator> GlooCommunicator::open_channel(const std::string& name) {
+  const Impl& m = *impl_;
+  auto c = std::make_unique<Impl>();
+  c->launch = m.launch;
+  c->who = m.who;
+  c->store = m.store;
+  c->attr = m.attr;
+  c->timeout = m.timeout;
+  c->local_rank = m.local_rank;
+  c->local_size = m.local_size;
+  c->connect("gloo/" + name + "/");
+  return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(std::move(c)));
 }
 
 GlooCommunicator::~GlooCommunicator() {

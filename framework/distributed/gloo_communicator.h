@@ -13,6 +13,7 @@
 // rendezvous unfinished after the timeout, or a peer that exits, is an error
 // naming the rank and the operation.
 #include <memory>
+#include <string>
 
 #include "distributed/communicator.h"
 #include "distributed/launch.h"
@@ -42,9 +43,18 @@ class GlooCommunicator final : public Communicator {
   void barrier() override;
   [[noreturn]] void abort(int code) override;
 
+  // A second communicator over the same ranks: its own Gloo context and TCP
+  // pairs, met through this one's store (keys under "gloo/<name>/"), its own
+  // communication thread. Collectives called on it never interleave with
+  // this one's, so two threads of a rank may each use one (the emulated GPU's
+  // comm stream: distributed/emulated_nccl_communicator.h). Every rank opens
+  // the same channels in the same order.
+  std::unique_ptr<GlooCommunicator> open_channel(const std::string& name);
+
   struct Impl;
 
  private:
+  explicit GlooCommunicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "distributed/emulated_nccl_communicator.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_MPI
 #include "distributed/mpi_communicator.h"
@@ -124,6 +126,27 @@ std::unique_ptr<Communicator> host_communicator(bool gloo, const Launch& launch,
 #endif
 }
 
+// The asynchronous emulated GPU's ranks: its tensors cross on the comm
+// stream over a Gloo channel of their own, the host's values over Gloo.
+std::unique_ptr<Communicator> emulated_gpu_communicator(const Launch& launch, const std::string& started,
+                                                        double timeout_seconds) {
+  CMHA_CHECK(!launch.mpi_launcher(),
+             started + " on the asynchronous emulated GPU (CMHA_EMULATE_CUDA=async), whose collectives run over "
+                       "Gloo, not MPI: start the ranks with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, "
+                       "MASTER_PORT), or emulate synchronously (CMHA_EMULATE_CUDA=1) under " + launch.launcher);
+  CMHA_CHECK(gloo_built(), started + " on the asynchronous emulated GPU, whose collectives run over Gloo, but this "
+                                     "cmha was built without it: install libgloo-dev and rebuild (CMake option "
+                                     "CMHA_GLOO)");
+#ifdef CMHA_WITH_GLOO
+  auto host = std::make_unique<GlooCommunicator>(launch, timeout_seconds);
+  std::unique_ptr<Communicator> channel = host->open_channel("emulated-nccl");
+  return std::make_unique<EmulatedNcclCommunicator>(std::move(host), std::move(channel));
+#else
+  (void)timeout_seconds;
+  return nullptr;
+#endif
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch, Device device,
@@ -140,12 +163,17 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, cons
     return std::make_unique<SingleCommunicator>();
   }
   const bool gpu = !device.is_cpu() && !cuda_emulated();
-  CMHA_CHECK(!(backend == "gloo" && gpu), "train.dist_backend=gloo exchanges host memory, but train.device is " +
-                                              device.str() + ": use nccl (or auto) for GPU tensors");
+  // The asynchronous emulator's device memory is read on its streams alone, as a GPU's by its kernels.
+  const bool emulated_gpu = !device.is_cpu() && cuda_emulated_async();
+  CMHA_CHECK(!(backend == "gloo" && (gpu || emulated_gpu)),
+             "train.dist_backend=gloo exchanges host memory, but train.device is " + device.str() +
+                 (emulated_gpu ? " (the asynchronous emulated GPU)" : "") + ": use nccl (or auto) for GPU tensors");
   CMHA_CHECK(backend != "mpi" || launch.size == 1 || launch.mpi_launcher(),
              started + " without MPI but train.dist_backend is mpi: launch with mpirun or srun, or use gloo (or auto)");
   // Gloo joins the ranks unless an MPI launcher started them and MPI was asked for (or is the default).
   const bool gloo = backend == "gloo" || (!launch.mpi_launcher() && backend != "mpi");
+  if (emulated_gpu && (backend == "nccl" || backend == "auto"))
+    return emulated_gpu_communicator(launch, started, timeout_seconds);
   if (backend == "nccl" || (backend == "auto" && gpu)) {
 #ifdef CMHA_WITH_NCCL
     return std::make_unique<NcclCommunicator>(host_communicator(gloo, launch, started, timeout_seconds), device.index,

@@ -48,7 +48,11 @@ bool gloo_built();
 // `timeout_seconds` ends the job. Launching inconsistently (several
 // processes but `single`, a backend this build lacks, an MPI that sees
 // another world size than the launcher, NCCL for CPU tensors, gloo without
-// MASTER_ADDR) is an error that says what to do instead.
+// MASTER_ADDR) is an error that says what to do instead. On the
+// asynchronous emulated GPU (CMHA_EMULATE_CUDA=async, `device` cuda) `auto`
+// and `nccl` give the `emulated-nccl` backend
+// (distributed/emulated_nccl_communicator.h): torchrun-style variables and
+// Gloo only; an MPI launcher is an error saying so.
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, const Launch& launch,
                                                 Device device = Device::cpu(), double timeout_seconds = 600);
 

@@ -2,6 +2,7 @@
 
 #include "backend/kernels.h"
 #include "distributed/launch.h"
+#include "tensor/emulated_stream.h"
 #include "tensor/error.h"
 #ifdef CMHA_WITH_CUDA
 #include "tensor/cuda_runtime.h"
@@ -60,10 +61,15 @@ DeviceMemory device_memory(Device device) {
 }
 
 void check_device_communicator(Device device, int world_size, const std::string& backend) {
-  if (device.is_cpu() || world_size == 1 || cuda_emulated() || backend == "nccl") return;
-  throw Error("train.device=" + device.str() + " with " + std::to_string(world_size) +
-              " ranks: the " + backend + " communicator exchanges host memory, not GPU tensors; use "
-              "train.dist_backend=nccl (or auto)");
+  // The synchronous emulator runs each kernel on the thread that calls it: a
+  // host communicator reads its results. The asynchronous one, like a GPU, does not.
+  const bool host_reads_device = cuda_emulated() && !cuda_emulated_async();
+  if (device.is_cpu() || world_size == 1 || host_reads_device || backend == "nccl" || backend == "emulated-nccl")
+    return;
+  throw Error("train.device=" + device.str() + " with " + std::to_string(world_size) + " ranks: the " + backend +
+              " communicator exchanges host memory, not GPU tensors" +
+              (cuda_emulated_async() ? " (the asynchronous emulated GPU's memory is read on its streams alone)" : "") +
+              "; use train.dist_backend=nccl (or auto)");
 }
 
 void broadcast_from_rank0(distributed::Communicator& comm, const std::vector<Tensor>& tensors) {

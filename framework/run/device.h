@@ -27,8 +27,8 @@ struct DeviceMemory {
 DeviceMemory device_memory(Device device);
 
 // Data parallelism on GPUs needs a communicator that reads device memory
-// (NCCL): with more than one rank on a GPU and a host-memory backend, one
-// sentence naming both.
+// (NCCL; emulated-nccl on the asynchronous emulated GPU): with more than one
+// rank on a GPU and a host-memory backend, one sentence naming both.
 void check_device_communicator(Device device, int world_size, const std::string& backend);
 
 // Rank 0's values of every tensor on every rank, in place, where the tensors

@@ -119,15 +119,22 @@ uint64_t delay_seed() {
 void drain_at_exit();
 
 Stream& stream(EmulatedStreamId id) {
-  // The copy stream runs up to 2 ms late per copy: long against the kernels
-  // of the small test models, so an unawaited copy is caught.
+  // The copy and comm streams run up to 2 ms late per operation: long against
+  // the kernels of the small test models, so an unawaited copy or collective
+  // is caught. Each its own sequence of delays.
   static Stream* compute = new Stream(0, 0);
   static Stream* copy = new Stream(2000, delay_seed());
+  static Stream* comm = new Stream(2000, delay_seed() * 31 + 7);
   // Queued frees touch the CPU block cache's statics: finish before they die
   // (they were made before the first queued op, so are destroyed after this).
   static const int registered = std::atexit(drain_at_exit);
   (void)registered;
-  return id == EmulatedStreamId::compute ? *compute : *copy;
+  switch (id) {
+    case EmulatedStreamId::compute: return *compute;
+    case EmulatedStreamId::copy: return *copy;
+    case EmulatedStreamId::comm: return *comm;
+  }
+  return *compute;
 }
 
 void drain_at_exit() { emulated_drain(); }
@@ -160,7 +167,7 @@ void emulated_run_and_wait(const std::function<void()>& op, const char* what) {
 }
 
 void emulated_drain() {
-  for (EmulatedStreamId id : {EmulatedStreamId::copy, EmulatedStreamId::compute}) {
+  for (EmulatedStreamId id : {EmulatedStreamId::copy, EmulatedStreamId::comm, EmulatedStreamId::compute}) {
     try {
       stream(id).synchronize();
     } catch (const std::exception& e) {  // nobody is left to report it to but the user

@@ -3,17 +3,22 @@
 // runs): what a GPU does to the order of things, on the CPU. Each stream is a
 // worker thread that runs what the host queued on it -- kernels, copies,
 // memsets, allocations' poisoning and frees -- in order and later than the
-// host queued them; the copy stream sleeps a seeded random while before each
-// operation, so a consumer that forgets to wait for a copy reads the poison
-// of a fresh block (every allocated and every freed block is filled with
-// 0xFF bytes: NaN in f32, bf16 and f16, -1 in the integers). Events and
+// host queued them. Three streams, as cmha uses on a GPU: compute (every
+// kernel, allocation and free), copy (copies ahead of the next batch) and
+// comm (the collectives of data-parallel ranks, as NCCL's stream:
+// distributed/emulated_nccl_communicator.h). The copy and comm streams sleep
+// a seeded random while (CMHA_EMULATE_CUDA_SEED) before each operation, so a
+// consumer that forgets to wait for a copy reads the poison of a fresh block
+// (every allocated and every freed block is filled with 0xFF bytes: NaN in
+// f32, bf16 and f16, -1 in the integers) and one that forgets to wait for a
+// collective reads this rank's own, unreduced values. Events and
 // stream-waits-event are real. The host thread that queues work may not read
 // or write device memory at all (tensor.cpp's check_host names the op);
 // values come back only through a finished copy to the host, and each time
 // the host waits for a stream is counted (emulated_host_syncs), so a test can
-// hold a training step to zero waits. An operation that throws on a stream
-// is reported to the host at its next wait, as a GPU reports a failed kernel
-// at the next synchronising call.
+// hold a training step -- on one rank or several -- to zero waits. An
+// operation that throws on a stream is reported to the host at its next
+// wait, as a GPU reports a failed kernel at the next synchronising call.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,7 +37,8 @@ void set_cuda_emulated_async(bool on);
 // its OpenMP team (asynchronous mode), never on a thread that queues work.
 bool emulated_memory_readable();
 
-enum class EmulatedStreamId { compute, copy };
+// compute: kernels, allocations, frees; copy: copies ahead; comm: collectives.
+enum class EmulatedStreamId { compute, copy, comm };
 
 // Queues `op` on the stream (never throws); on a stream's own thread (a
 // kernel that calls another one) it runs at once, in the order it already runs in.

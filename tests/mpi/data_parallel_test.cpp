@@ -58,10 +58,17 @@ std::vector<float> single_process_weights(int64_t batch, int64_t epochs, const s
   return ::testing::AssertionSuccess();
 }
 
+// `values` (as `dtype`) where the world's collectives act on tensors.
+Tensor on_world_device(const std::vector<float>& values, DType dtype = DType::f32) {
+  return Tensor::from_vector(values, {static_cast<int64_t>(values.size())}).to(dtype).to(world_device());
+}
+float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+
 // Rank 0's vector on every rank, to check the ranks agree.
-std::vector<float> rank0(std::vector<float> v) {
-  world().broadcast(v.data(), v.size(), 0);
-  return v;
+std::vector<float> rank0(const std::vector<float>& v) {
+  const Tensor t = on_world_device(v);
+  world().broadcast(f32(t), v.size(), 0);
+  return t.to_float_vector();
 }
 
 }  // namespace
@@ -87,43 +94,43 @@ TEST(Collectives, ReduceBroadcastGatherScatter) {
   distributed::Communicator& c = world();
   ASSERT_EQ(c.size(), 2) << "run under mpirun -np 2";
   const float r = static_cast<float>(c.rank());
-  std::vector<float> a = {r + 1, 10 * r};
-  c.all_reduce(a.data(), a.size(), distributed::ReduceOp::sum);
-  EXPECT_EQ(a, (std::vector<float>{3, 10}));
-  std::vector<double> d = {r + 1.0};
+  // Float buffers where the world's tensors live; results read through a copy.
+  Tensor a = on_world_device({r + 1, 10 * r});
+  c.all_reduce(f32(a), 2, distributed::ReduceOp::sum);
+  EXPECT_EQ(a.to_float_vector(), (std::vector<float>{3, 10}));
+  std::vector<double> d = {r + 1.0};  // doubles are host memory on every backend
   c.all_reduce(d.data(), d.size(), distributed::ReduceOp::average);
   EXPECT_EQ(d[0], 1.5);
-  std::vector<float> async = {r, 2 * r};
-  auto req = c.all_reduce_async(async.data(), async.size(), distributed::ReduceOp::average);
+  Tensor async = on_world_device({r, 2 * r});
+  auto req = c.all_reduce_async(f32(async), 2, distributed::ReduceOp::average);
   req->wait();
-  EXPECT_TRUE(req->test());
-  EXPECT_EQ(async, (std::vector<float>{0.5f, 1.0f}));
+  EXPECT_EQ(async.to_float_vector(), (std::vector<float>{0.5f, 1.0f}));
+  EXPECT_TRUE(req->test());  // once the result has been read, the collective is done
   // bf16 values, the sum rounded to bf16: (1 + 2^-7) + 2^-8 needs 8 mantissa bits and ties to even, 1 + 2^-6.
-  std::vector<bf16> h = {float_to_bf16(c.rank() == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256), float_to_bf16(-3.0f)};
-  c.all_reduce_async(h.data(), h.size(), distributed::ReduceOp::sum)->wait();
-  EXPECT_EQ(bf16_to_float(h[0]), 1.0f + 1.0f / 64);
-  EXPECT_EQ(bf16_to_float(h[1]), -6.0f);
-  std::vector<bf16> m = {float_to_bf16(r + 1)};
-  c.all_reduce_async(m.data(), m.size(), distributed::ReduceOp::average)->wait();
-  EXPECT_EQ(bf16_to_float(m[0]), 1.5f);
+  Tensor h = on_world_device({c.rank() == 0 ? 1.0f + 1.0f / 128 : 1.0f / 256, -3.0f}, DType::bf16);
+  c.all_reduce_async(static_cast<bf16*>(h.raw_data()), 2, distributed::ReduceOp::sum)->wait();
+  EXPECT_EQ(h.to_float_vector(), (std::vector<float>{1.0f + 1.0f / 64, -6.0f}));
+  Tensor m = on_world_device({r + 1}, DType::bf16);
+  c.all_reduce_async(static_cast<bf16*>(m.raw_data()), 1, distributed::ReduceOp::average)->wait();
+  EXPECT_EQ(m.item(), 1.5f);
 
-  std::vector<float> b = {r + 7};
-  c.broadcast_async(b.data(), 1, 1)->wait();
-  EXPECT_EQ(b[0], 8);
-  std::vector<float> gathered(4);
-  const std::vector<float> mine = {r, r + 0.5f};
-  c.all_gather(mine.data(), gathered.data(), 2);
-  EXPECT_EQ(gathered, (std::vector<float>{0, 0.5f, 1, 1.5f}));
-  std::vector<float> gathered_async(4);
-  c.all_gather_async(mine.data(), gathered_async.data(), 2)->wait();
-  EXPECT_EQ(gathered_async, gathered);
+  Tensor b = on_world_device({r + 7});
+  c.broadcast_async(f32(b), 1, 1)->wait();
+  EXPECT_EQ(b.item(), 8);
+  Tensor gathered = on_world_device(std::vector<float>(4, -1)), gathered_async = on_world_device(std::vector<float>(4, -1));
+  const Tensor mine = on_world_device({r, r + 0.5f});
+  c.all_gather(f32(mine), f32(gathered), 2);
+  EXPECT_EQ(gathered.to_float_vector(), (std::vector<float>{0, 0.5f, 1, 1.5f}));
+  c.all_gather_async(f32(mine), f32(gathered_async), 2)->wait();
+  EXPECT_EQ(gathered_async.to_float_vector(), gathered.to_float_vector());
   // [rank r sends (r, r+1 | r+2, r+3)]: rank 0 gets 0+1, 1+2; rank 1 gets 2+3, 3+4.
-  const std::vector<float> blocks = {r, r + 1, r + 2, r + 3};
-  std::vector<float> part(2), part_async(2);
-  c.reduce_scatter(blocks.data(), part.data(), 2, distributed::ReduceOp::sum);
-  EXPECT_EQ(part, c.rank() == 0 ? (std::vector<float>{1, 3}) : (std::vector<float>{5, 7}));
-  c.reduce_scatter_async(blocks.data(), part_async.data(), 2, distributed::ReduceOp::average)->wait();
-  EXPECT_EQ(part_async, c.rank() == 0 ? (std::vector<float>{0.5f, 1.5f}) : (std::vector<float>{2.5f, 3.5f}));
+  const Tensor blocks = on_world_device({r, r + 1, r + 2, r + 3});
+  Tensor part = on_world_device({-1, -1}), part_async = on_world_device({-1, -1});
+  c.reduce_scatter(f32(blocks), f32(part), 2, distributed::ReduceOp::sum);
+  EXPECT_EQ(part.to_float_vector(), c.rank() == 0 ? (std::vector<float>{1, 3}) : (std::vector<float>{5, 7}));
+  c.reduce_scatter_async(f32(blocks), f32(part_async), 2, distributed::ReduceOp::average)->wait();
+  EXPECT_EQ(part_async.to_float_vector(),
+            c.rank() == 0 ? (std::vector<float>{0.5f, 1.5f}) : (std::vector<float>{2.5f, 3.5f}));
   const auto bytes = c.all_gather_bytes(std::string(static_cast<size_t>(3 * c.rank()), 'x'));
   EXPECT_EQ(bytes, (std::vector<std::string>{"", "xxx"}));
   c.barrier();

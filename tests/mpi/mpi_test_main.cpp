@@ -1,6 +1,7 @@
 // The data-parallel test executable: GoogleTest on every rank of the world
 // (MPI's under mpirun; Gloo's under tests/mpi/torchrun_like.sh with
-// CMHA_TEST_DIST_BACKEND=gloo), or with
+// CMHA_TEST_DIST_BACKEND=gloo; with CMHA_TEST_DEVICE=cuda under
+// CMHA_EMULATE_CUDA=async, the emulated GPU's emulated-nccl), or with
 // --failure-drill DIR a training run whose rank 1 throws after 3 updates
 // (tests/mpi/expect_rank_failure.sh checks that the job ends, names the rank
 // and leaves a loadable checkpoint).
@@ -18,6 +19,7 @@ namespace cmha::mpitest {
 
 namespace {
 std::unique_ptr<distributed::Communicator> g_world;
+Device g_device;
 
 int failure_drill(const std::string& dir) {
   distributed::Communicator& comm = world();
@@ -36,6 +38,7 @@ int failure_drill(const std::string& dir) {
 }  // namespace
 
 distributed::Communicator& world() { return *g_world; }
+Device world_device() { return g_device; }
 
 }  // namespace cmha::mpitest
 
@@ -43,7 +46,11 @@ int main(int argc, char** argv) {
   using namespace cmha;
   // The same suites run under mpirun (mpi) and under torchrun-style variables (gloo).
   const char* backend = std::getenv("CMHA_TEST_DIST_BACKEND");
-  mpitest::g_world = distributed::make_communicator(backend ? backend : "mpi", distributed::launch_from_environment());
+  // And on the asynchronous emulated GPU (CMHA_TEST_DEVICE=cuda, backend auto: emulated-nccl).
+  const char* device = std::getenv("CMHA_TEST_DEVICE");
+  mpitest::g_device = Device::parse(device ? device : "cpu");
+  mpitest::g_world = distributed::make_communicator(backend ? backend : "mpi", distributed::launch_from_environment(),
+                                                    mpitest::g_device);
   if (argc == 3 && std::strcmp(argv[1], "--failure-drill") == 0) return mpitest::failure_drill(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -39,12 +39,13 @@ struct ShardedRegressionTask::Net : nn::Module {
 ShardedRegressionTask::ShardedRegressionTask(int rank, int world, int64_t batch)
     : rank_(rank), world_(world), batch_(batch) {
   Generator init(5);
-  net_ = std::make_shared<Net>(init);
+  net_ = std::make_shared<Net>(init);  // initialised on the CPU: the same weights on every device
   x_ = test::random_tensor({kSamples, kIn}, 11);
   Generator teacher_init(6);
   Net teacher(teacher_init);
   autograd::NoGradGuard no_grad;
   y_ = add(teacher.forward(x_), mul_scalar(test::random_tensor({kSamples, 1}, 12), 0.1f));
+  net_->to(world_device());
 }
 
 nn::Module& ShardedRegressionTask::model() { return *net_; }
@@ -67,13 +68,14 @@ train::BatchLoss ShardedRegressionTask::next_batch_loss() {
   const int64_t end = std::min<int64_t>(position_ + batch_, static_cast<int64_t>(order_.size()));
   const std::vector<int64_t> idx(order_.begin() + position_, order_.begin() + end);
   position_ = end;
-  Tensor d = sub(net_->forward(rows(x_, idx)), rows(y_, idx));  // [B, 1]
+  const Device device = world_device();
+  Tensor d = sub(net_->forward(rows(x_, idx).to(device)), rows(y_, idx).to(device));  // [B, 1]
   return {sum(mul(d, d)), static_cast<int64_t>(idx.size()), 0};
 }
 
 std::map<std::string, double> ShardedRegressionTask::validate() {
   autograd::NoGradGuard no_grad;
-  Tensor d = sub(net_->forward(x_), y_);
+  Tensor d = sub(net_->forward(x_.to(world_device())), y_.to(world_device()));
   return {{"loss", mean(mul(d, d)).item()}};
 }
 

@@ -13,13 +13,18 @@
 namespace cmha::mpitest {
 
 distributed::Communicator& world();
+// Where the world's tensors live (CMHA_TEST_DEVICE, default cpu): the
+// emulated-CUDA variants (CMHA_EMULATE_CUDA=async, CMHA_TEST_DEVICE=cuda)
+// train there and pass the collectives device memory.
+Device world_device();
 
 // A directory every rank sees: rank 0's fresh temporary directory.
 std::string shared_temp_dir(const std::string& tag);
 
 // y = tanh(x·W1)·w2 + noise on 64 samples; each epoch a seeded permutation
 // dealt round-robin to `world` ranks in batches of `batch` (so 2 ranks ×
-// batch B see, batch by batch, the same samples as 1 rank × batch 2B).
+// batch B see, batch by batch, the same samples as 1 rank × batch 2B). The
+// model and its batches on world_device().
 class ShardedRegressionTask : public train::Task {
  public:
   ShardedRegressionTask(int rank, int world, int64_t batch);
