@@ -46,4 +46,4 @@ std::unique_ptr<Request> SingleCommunicator::reduce_scatter_async(const float* s
 
 void SingleCommunicator::abort(int code) { std::_Exit(code); }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

@@ -110,4 +110,4 @@ class SingleCommunicator final : public Communicator {
   [[noreturn]] void abort(int code) override;
 };
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

@@ -390,4 +390,4 @@ void GlooCommunicator::abort(int code) {
   std::_Exit(code);
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

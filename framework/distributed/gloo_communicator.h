@@ -58,4 +58,4 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

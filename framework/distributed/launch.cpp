@@ -198,4 +198,4 @@ int run_or_abort(Communicator& comm, const std::function<int()>& body) {
   return 1;  // not reached (abort ends the process); GCC does not trust [[noreturn]] through a virtual call
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

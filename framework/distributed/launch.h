@@ -67,4 +67,4 @@ Device rank_device(const Launch& launch, int visible_gpus);
 // ranks may wait in a collective this rank will never join. Alone, it rethrows.
 int run_or_abort(Communicator& comm, const std::function<int()>& body);
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

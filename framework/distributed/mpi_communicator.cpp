@@ -197,4 +197,4 @@ void MpiCommunicator::abort(int code) {
   std::_Exit(code);  // MPI_Abort does not return; in case an implementation does
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

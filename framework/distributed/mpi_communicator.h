@@ -43,4 +43,4 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

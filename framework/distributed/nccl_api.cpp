@@ -58,4 +58,4 @@ std::string exchange_nccl_unique_id(Communicator& host) {
   return all.front();
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

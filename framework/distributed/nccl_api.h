@@ -34,4 +34,4 @@ void check_nccl(ncclResult_t r, const char* call, const std::string& what);
 // existing MPI job. Needs no GPU.
 std::string exchange_nccl_unique_id(class Communicator& host);
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

@@ -228,4 +228,4 @@ void NcclCommunicator::abort(int code) {
   std::abort();  // unreached: host_->abort does not return (the compiler cannot see that through the pointer)
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

@@ -51,4 +51,4 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

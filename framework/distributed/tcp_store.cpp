@@ -336,4 +336,4 @@ std::string TcpStore::get(const std::string& key, const std::string& meaning) {
   return value;
 }
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed

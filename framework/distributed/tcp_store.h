@@ -47,4 +47,4 @@ class TcpStore {
   int fd_ = -1;
 };
 
-}  // namespace cmha::dist
+}  // namespace cmha::distributed
