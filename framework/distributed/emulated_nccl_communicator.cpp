@@ -26,7 +26,7 @@ class EmulatedNcclRequest final : public Request {
 
 // Queues `collective` on the comm stream after the compute stream's work so
 // far (it sees the packed bucket), and returns its request.
-std::unique_ptr<Request> launch(const std::shared_ptr<Communicator>& channel, const char* name,
+std::unique_ptr<Request> launch_on_comm_stream(const std::shared_ptr<Communicator>& channel, const char* name,
                                 std::function<void(Communicator&)> collective) {
   EmulatedEvent ready;
   ready.record(EmulatedStreamId::compute);
@@ -60,29 +60,29 @@ EmulatedNcclCommunicator::~EmulatedNcclCommunicator() {
 
 std::unique_ptr<Request> EmulatedNcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
   if (count == 0) return std::make_unique<CompletedRequest>();
-  return launch(channel_, "all-reduce", [=](Communicator& c) { c.all_reduce(data, count, op); });
+  return launch_on_comm_stream(channel_, "all-reduce", [=](Communicator& c) { c.all_reduce(data, count, op); });
 }
 
 std::unique_ptr<Request> EmulatedNcclCommunicator::all_reduce_async(bf16* data, size_t count, ReduceOp op) {
   if (count == 0) return std::make_unique<CompletedRequest>();
   // Each partial sum rounded to bf16 (sum_bf16), as NCCL's bf16 all-reduce.
-  return launch(channel_, "bf16 all-reduce", [=](Communicator& c) { c.all_reduce_async(data, count, op)->wait(); });
+  return launch_on_comm_stream(channel_, "bf16 all-reduce", [=](Communicator& c) { c.all_reduce_async(data, count, op)->wait(); });
 }
 
 std::unique_ptr<Request> EmulatedNcclCommunicator::broadcast_async(float* data, size_t count, int root) {
   if (count == 0) return std::make_unique<CompletedRequest>();
-  return launch(channel_, "broadcast", [=](Communicator& c) { c.broadcast(data, count, root); });
+  return launch_on_comm_stream(channel_, "broadcast", [=](Communicator& c) { c.broadcast(data, count, root); });
 }
 
 std::unique_ptr<Request> EmulatedNcclCommunicator::all_gather_async(const float* send, float* recv, size_t count) {
   if (count == 0) return std::make_unique<CompletedRequest>();
-  return launch(channel_, "all-gather", [=](Communicator& c) { c.all_gather(send, recv, count); });
+  return launch_on_comm_stream(channel_, "all-gather", [=](Communicator& c) { c.all_gather(send, recv, count); });
 }
 
 std::unique_ptr<Request> EmulatedNcclCommunicator::reduce_scatter_async(const float* send, float* recv, size_t count,
                                                                         ReduceOp op) {
   if (count == 0) return std::make_unique<CompletedRequest>();
-  return launch(channel_, "reduce-scatter", [=](Communicator& c) { c.reduce_scatter(send, recv, count, op); });
+  return launch_on_comm_stream(channel_, "reduce-scatter", [=](Communicator& c) { c.reduce_scatter(send, recv, count, op); });
 }
 
 // The blocking forms order the compute stream after the collective; the host

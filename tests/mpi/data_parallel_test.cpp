@@ -50,7 +50,7 @@ std::vector<float> single_process_weights(int64_t batch, int64_t epochs, const s
   return w;
 }
 
-::testing::AssertionResult close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+::testing::AssertionResult weights_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
   if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size() << " weights";
   for (size_t i = 0; i < a.size(); ++i)
     if (std::abs(a[i] - b[i]) > tol * (1.0f + std::abs(b[i])))
@@ -140,7 +140,7 @@ TEST(DataParallel, TwoRanksOfBatchBMatchOneRankOfBatch2B) {
   const std::string dir = shared_temp_dir("dp_match");
   const auto two = train_weights(world(), dir, 4, 2);  // 2 epochs × 8 updates
   const auto one = single_process_weights(8, 2);
-  EXPECT_TRUE(close(two, one, 2e-5f));
+  EXPECT_TRUE(weights_close(two, one, 2e-5f));
   EXPECT_EQ(two, rank0(two)) << "the ranks' weights differ";
   world().barrier();
   if (world().is_main()) fs::remove_all(dir);
@@ -150,8 +150,8 @@ TEST(DataParallel, Bf16GradientExchangeStaysCloseToF32) {
   const std::string dir = shared_temp_dir("dp_bf16");
   const auto two = train_weights(world(), dir, 4, 2, "train: {dist_grad_dtype: bf16}");
   const auto one = single_process_weights(8, 2);
-  EXPECT_TRUE(close(two, one, 2e-2f));
-  EXPECT_FALSE(close(two, one, 1e-7f)) << "bf16 rounding left every weight as in f32: was the exchange in bf16?";
+  EXPECT_TRUE(weights_close(two, one, 2e-2f));
+  EXPECT_FALSE(weights_close(two, one, 1e-7f)) << "bf16 rounding left every weight as in f32: was the exchange in bf16?";
   EXPECT_EQ(two, rank0(two)) << "the ranks' weights differ";
   world().barrier();
   if (world().is_main()) fs::remove_all(dir);
@@ -171,7 +171,7 @@ TEST(DataParallel, AccumulationCommunicatesOnlyTheLastMicroBatch) {
   const std::string dir = shared_temp_dir("dp_accumulate");
   const auto two = train_weights(world(), dir, 2, 2, "train: {update_freq: 2}");
   const auto one = single_process_weights(8, 2);
-  EXPECT_TRUE(close(two, one, 2e-5f));
+  EXPECT_TRUE(weights_close(two, one, 2e-5f));
   world().barrier();
   if (world().is_main()) fs::remove_all(dir);
 }
@@ -203,7 +203,7 @@ TEST(DataParallel, ATwoRankCheckpointResumesOnOneRank) {
     EXPECT_EQ(c.trainer.at("bucket_order").size(), 4u);  // a resume on 2 ranks exchanges the same buckets
     distributed::SingleCommunicator alone;
     const auto resumed = train_weights(alone, dir, 8, 3, "train: {save_every: 3}", true);
-    EXPECT_TRUE(close(resumed, single_process_weights(8, 3), 2e-5f));
+    EXPECT_TRUE(weights_close(resumed, single_process_weights(8, 3), 2e-5f));
     fs::remove_all(dir);
   }
   world().barrier();

@@ -16,6 +16,8 @@
 #include "distributed/launch.h"
 #include "run/device.h"
 #include "support/check.h"
+#include "support/emulated_cuda.h"
+#include "support/text.h"
 #include "tensor/emulated_stream.h"
 
 namespace cmha {
@@ -23,14 +25,8 @@ namespace {
 
 using distributed::ReduceOp;
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-struct AsyncEmulated {
-  AsyncEmulated() { set_cuda_emulated_async(true); }
-  ~AsyncEmulated() { set_cuda_emulated_async(false); }
-};
-
-const Device kGpu = Device::cuda(0);
+using test::AsyncEmulated;
+using test::has;
 
 // World size 2 in one process, the other rank holding the same values: a sum
 // doubles, a gather repeats. Slow (each collective takes 20 ms), so a
@@ -116,7 +112,7 @@ Twins make_twins() {
 }
 
 // Keeps the compute stream busy for `ms` before what the host queues next.
-void hold_compute(int ms) {
+void hold_compute_stream(int ms) {
   emulated_enqueue(EmulatedStreamId::compute, [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
 }
 
@@ -124,10 +120,10 @@ TEST(EmulatedNccl, ACollectiveRunsAfterTheComputeBeforeItAndBeforeTheComputeAfte
   AsyncEmulated on;
   Twins t = make_twins();
   const uint64_t syncs = emulated_host_syncs();
-  hold_compute(50);
+  hold_compute_stream(50);
   // Written on the compute stream 50 ms from now: a collective that did not
   // wait for it would double the fresh block's poison (NaN) instead.
-  Tensor x = Tensor::full({3}, 1.5, DType::f32, kGpu);
+  Tensor x = Tensor::full({3}, 1.5, DType::f32, Device::cuda(0));
   auto request = t.comm->all_reduce_async(static_cast<float*>(x.raw_data()), 3, ReduceOp::sum);
   EXPECT_FALSE(request->test());  // queued, not run: the compute stream has not reached it
   request->wait();
@@ -145,17 +141,17 @@ TEST(EmulatedNccl, ACollectiveRunsAfterTheComputeBeforeItAndBeforeTheComputeAfte
 TEST(EmulatedNccl, BlockingFormsOrderTheComputeStreamAndTheHostReadsThroughACopy) {
   AsyncEmulated on;
   Twins t = make_twins();
-  hold_compute(60);  // longer than the collective: one that did not wait would double the poison
-  Tensor a = Tensor::full({2}, 3.0, DType::f32, kGpu);
+  hold_compute_stream(60);  // longer than the collective: one that did not wait would double the poison
+  Tensor a = Tensor::full({2}, 3.0, DType::f32, Device::cuda(0));
   t.comm->all_reduce(static_cast<float*>(a.raw_data()), 2, ReduceOp::sum);
   EXPECT_EQ(a.to_float_vector(), std::vector<float>(2, 6.0f));
-  Tensor h = Tensor::full({2}, 1.0 + 1.0 / 128, DType::bf16, kGpu);
+  Tensor h = Tensor::full({2}, 1.0 + 1.0 / 128, DType::bf16, Device::cuda(0));
   t.comm->all_reduce_async(static_cast<bf16*>(h.raw_data()), 2, ReduceOp::sum)->wait();
   EXPECT_EQ(h.to_float_vector(), std::vector<float>(2, 2.0f + 2.0f / 128));
-  Tensor send = Tensor::from_vector({1, 2}, {2}).to(kGpu), recv = Tensor::empty({4}, DType::f32, kGpu);
+  Tensor send = Tensor::from_vector({1, 2}, {2}).to(Device::cuda(0)), recv = Tensor::empty({4}, DType::f32, Device::cuda(0));
   t.comm->all_gather(static_cast<float*>(send.raw_data()), static_cast<float*>(recv.raw_data()), 2);
   EXPECT_EQ(recv.to_float_vector(), (std::vector<float>{1, 2, 1, 2}));
-  Tensor part = Tensor::empty({2}, DType::f32, kGpu);
+  Tensor part = Tensor::empty({2}, DType::f32, Device::cuda(0));
   t.comm->reduce_scatter_async(static_cast<float*>(send.raw_data()), static_cast<float*>(part.raw_data()), 2,
                                ReduceOp::sum)->wait();
   EXPECT_EQ(part.to_float_vector(), (std::vector<float>{2, 4}));
@@ -172,7 +168,7 @@ TEST(EmulatedNccl, HostValuesGoToTheHostCommunicatorAndTheBarrierWaitsForTheComm
   t.comm->all_reduce(d.data(), 1, ReduceOp::sum);
   EXPECT_EQ(d[0], 3.0);  // at once, on the host
   EXPECT_EQ(t.comm->all_gather_bytes("x").size(), 2u);
-  Tensor x = Tensor::full({1}, 1.0, DType::f32, kGpu);
+  Tensor x = Tensor::full({1}, 1.0, DType::f32, Device::cuda(0));
   auto request = t.comm->all_reduce_async(static_cast<float*>(x.raw_data()), 1, ReduceOp::sum);
   const auto causes = emulated_host_syncs_by_cause();
   t.comm->barrier();
@@ -187,24 +183,24 @@ TEST(EmulatedNccl, HostValuesGoToTheHostCommunicatorAndTheBarrierWaitsForTheComm
 
 TEST(EmulatedNccl, TheAsynchronousEmulatorNeedsADeviceCommunicatorAndTorchrunStyleRanks) {
   AsyncEmulated on;
-  const std::string gloo = test::error_of([] { run::check_device_communicator(kGpu, 2, "gloo"); });
+  const std::string gloo = test::error_of([] { run::check_device_communicator(Device::cuda(0), 2, "gloo"); });
   EXPECT_TRUE(has(gloo, "train.device=cuda:0 with 2 ranks: the gloo communicator exchanges host memory, not GPU "
                         "tensors (the asynchronous emulated GPU's memory is read on its streams alone); use "
                         "train.dist_backend=nccl (or auto)")) << gloo;
-  EXPECT_NO_THROW(run::check_device_communicator(kGpu, 2, "emulated-nccl"));
+  EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 2, "emulated-nccl"));
   EXPECT_NO_THROW(run::check_device_communicator(Device::cpu(), 2, "gloo"));
   distributed::Launch mpi{"mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", 1, 2, 1};
-  const std::string under_mpi = test::error_of([&] { distributed::make_communicator("auto", mpi, kGpu); });
+  const std::string under_mpi = test::error_of([&] { distributed::make_communicator("auto", mpi, Device::cuda(0)); });
   EXPECT_TRUE(has(under_mpi, "mpirun (Open MPI) started 2 processes (OMPI_COMM_WORLD_SIZE=2) on the asynchronous "
                              "emulated GPU (CMHA_EMULATE_CUDA=async), whose collectives run over Gloo, not MPI: "
                              "start the ranks with torchrun-style variables")) << under_mpi;
   distributed::Launch torchrun{"torchrun", "WORLD_SIZE", 1, 2, 1};
-  const std::string host_memory = test::error_of([&] { distributed::make_communicator("gloo", torchrun, kGpu); });
+  const std::string host_memory = test::error_of([&] { distributed::make_communicator("gloo", torchrun, Device::cuda(0)); });
   EXPECT_TRUE(has(host_memory, "train.dist_backend=gloo exchanges host memory, but train.device is cuda:0 (the "
                                "asynchronous emulated GPU)")) << host_memory;
   // The synchronous emulator runs each kernel on the calling thread: a host communicator reads its results.
   set_cuda_emulated(true);
-  EXPECT_NO_THROW(run::check_device_communicator(kGpu, 2, "gloo"));
+  EXPECT_NO_THROW(run::check_device_communicator(Device::cuda(0), 2, "gloo"));
 }
 
 }  // namespace

@@ -6,10 +6,9 @@
 // clipped there and the optimiser's step is gated there (optim/clip.h); the
 // log line (train.log_every) reads them all with a few named waits.
 //
-// The count: the emulator's host waits at each update's gradient exchange
-// (the trainer polls the stop hook there), differenced. The waits from update
-// u's exchange to update u+1's are update u's clipping, step and log line
-// (when u is a logging update) and update u+1's forward and backward passes.
+// The count: the emulator's host waits at each update's gradient exchange,
+// differenced (tests/support/host_sync_counts.h; the same count on 2
+// data-parallel ranks: tests/mpi/host_syncs_test.cpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -24,6 +23,7 @@
 #include "support/check.h"
 #include "support/emulated_cuda.h"
 #include "support/files.h"
+#include "support/host_sync_counts.h"
 #include "support/text.h"
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
@@ -34,7 +34,7 @@
 namespace cmha {
 namespace {
 
-using Causes = std::map<std::string, uint64_t>;
+using Causes = test::HostWaitsByCause;
 
 using cmha::test::AsyncEmulated;
 
@@ -53,46 +53,8 @@ std::vector<Causes> train_counting_waits(const run::Recipe& recipe) {
   return at_exchange;
 }
 
-uint64_t total(const Causes& c) {
-  uint64_t n = 0;
-  for (const auto& [cause, k] : c) n += k;
-  return n;
-}
-
-Causes difference(const Causes& later, const Causes& earlier) {
-  Causes d;
-  for (const auto& [cause, n] : later) {
-    const auto before = earlier.find(cause);
-    const uint64_t k = n - (before == earlier.end() ? 0 : before->second);
-    if (k > 0) d[cause] = k;
-  }
-  return d;
-}
-
-std::string describe(const Causes& c) {
-  std::string s;
-  for (const auto& [cause, n] : c) s += (s.empty() ? "" : ", ") + cause + " " + std::to_string(n);
-  return s.empty() ? "none" : s;
-}
-
-// Updates 1..7 with a log line every 3 (updates 3 and 6), no checkpoint or
-// validation before the end: from update 2 on, each non-logging update
-// waits 0 times; a logging update's waits are copies to the host, at most
-// one per dtype read (the checks' answers and the counts in i64, the
-// losses in f32).
 void expect_waits_only_at_log_lines(const run::Recipe& recipe, const std::string& what) {
-  const std::vector<Causes> at = train_counting_waits(recipe);
-  ASSERT_EQ(at.size(), 7u) << what;
-  for (size_t u = 1; u + 1 < at.size(); ++u) {  // update u+1's waits (0-based u: update 1 is at[0])
-    const int64_t update = static_cast<int64_t>(u) + 1;
-    const Causes waits = difference(at[u + 1], at[u]);
-    if (update % 3 != 0) {
-      EXPECT_EQ(total(waits), 0u) << what << ": update " << update << " waited: " << describe(waits);
-    } else {
-      EXPECT_LE(total(waits), 3u) << what << ": log line at update " << update << ": " << describe(waits);
-      for (const auto& [cause, n] : waits) EXPECT_EQ(cause, "copy to host") << what << ": " << describe(waits);
-    }
-  }
+  test::expect_waits_only_at_log_lines(train_counting_waits(recipe), what);
 }
 
 const char* const kSteady = "train.max_updates=7 train.log_every=3 train.save_every=0 train.validate_every=0 "
