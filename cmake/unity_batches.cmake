@@ -15,19 +15,30 @@
 
 # cmha_unity_batches(TARGET BATCH_SIZE PREFIX): TARGET's .cpp sources, in the
 # order it lists them (by folder: neighbours share most headers), go into
-# groups of BATCH_SIZE named PREFIX_0, PREFIX_1, ...; a source already in a
-# UNITY_GROUP (the cudnn-frontend files of framework/CMakeLists.txt) keeps
-# it. CUDA sources are left alone. Call it after the sources' own properties
-# are set. UNITY_GROUP is a property of the source
-# file in its directory, so two targets of one directory that share a file
-# (support/check.cpp) share its group name: give them different prefixes.
+# batches of BATCH_SIZE, PREFIX_0.cpp, PREFIX_1.cpp, ... in unity/ of the
+# current build folder; a source already in a UNITY_GROUP (the cudnn-frontend
+# files of framework/CMakeLists.txt) goes into a batch of that name. CUDA
+# sources are left alone. Call it after the sources' own properties are set.
+#
+# The batch files are written here, not by CMake's UNITY_BUILD, because
+# CMake's #include each source by its absolute path: a clone elsewhere (CI's)
+# then misses every unity object in ccache. Ours include "../../framework/x.cpp",
+# relative to the batch file, so two clones with the build folder at the same
+# place inside them share the cache. The batched sources stay in the target
+# (IDEs, the file list) as HEADER_FILE_ONLY; Ninja's depfiles rebuild a batch
+# when one of its files changes, and a batch file is rewritten only when its
+# list changes. HEADER_FILE_ONLY is a property of the source file in its
+# directory, so a file two targets of one directory share (support/check.cpp)
+# must be batched by both.
 # Does nothing unless CMHA_UNITY_BUILD is on.
 function(cmha_unity_batches target batch_size prefix)
   if(NOT CMHA_UNITY_BUILD)
     return()
   endif()
   get_target_property(sources ${target} SOURCES)
+  set(unity_dir ${CMAKE_CURRENT_BINARY_DIR}/unity)
   set(index 0)
+  set(batches "")
   foreach(source IN LISTS sources)
     if(NOT source MATCHES "\\.cpp$")
       continue()
@@ -36,12 +47,27 @@ function(cmha_unity_batches target batch_size prefix)
     get_source_file_property(skip ${source} SKIP_UNITY_BUILD_INCLUSION)
     get_source_file_property(definitions ${source} COMPILE_DEFINITIONS)
     get_source_file_property(options ${source} COMPILE_OPTIONS)
-    if(group OR skip OR definitions OR options)  # CMake compiles the last two on their own
+    if(skip OR definitions OR options)  # compiled on their own, with their own settings
       continue()
     endif()
-    math(EXPR batch "${index} / ${batch_size}")
-    set_source_files_properties(${source} PROPERTIES UNITY_GROUP ${prefix}_${batch})
-    math(EXPR index "${index} + 1")
+    if(NOT group)
+      math(EXPR batch "${index} / ${batch_size}")
+      set(group ${prefix}_${batch})
+      math(EXPR index "${index} + 1")
+    endif()
+    get_filename_component(absolute ${source} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+    file(RELATIVE_PATH relative ${unity_dir} ${absolute})
+    if(NOT group IN_LIST batches)
+      list(APPEND batches ${group})
+      set(includes_${group} "")
+    endif()
+    string(APPEND includes_${group} "#include \"${relative}\"\n")
+    set_source_files_properties(${source} PROPERTIES HEADER_FILE_ONLY ON)
   endforeach()
-  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)
+  foreach(group IN LISTS batches)
+    set(content "/* cmha_unity_batches (cmake/unity_batches.cmake): one translation unit of ${target} */\n${includes_${group}}")
+    file(CONFIGURE OUTPUT ${unity_dir}/${group}.cpp CONTENT "${content}" @ONLY)
+    target_sources(${target} PRIVATE ${unity_dir}/${group}.cpp)
+  endforeach()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
 endfunction()
