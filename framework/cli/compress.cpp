@@ -164,6 +164,17 @@ int compress_command(const Args& args) {
   CMHA_CHECK(metric.empty(), "--metric names the score of --finetune's table: it goes with --finetune");
   if (threads > 0) omp_set_num_threads(static_cast<int>(threads));
   compress::parse_key_dims(key_dims, opt);
+  // OUT's folder is made (as `cmha train` makes train.save_dir) and OUT checked before the CP-ALS,
+  // which takes minutes on a large model: a path that cannot be written fails first, not after.
+  const std::filesystem::path out_folder = std::filesystem::path(out).parent_path();
+  CMHA_CHECK(!std::filesystem::is_directory(out),
+             "-o '" + out + "' is a directory: give the compressed checkpoint's file name, e.g. -o " +
+                 (std::filesystem::path(out) / "compressed.safetensors").string());
+  if (!out_folder.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_folder, ec);
+    CMHA_CHECK(!ec, "-o '" + out + "': cannot make its folder '" + out_folder.string() + "': " + ec.message());
+  }
   const run::Checkpoint in = run::load_checkpoint(input);
   std::printf("%-32s %6s %6s %9s %10s %8s\n", "layer", "D_k", "D~k", "CP-ALS", "rel.error", "seconds");
   const auto began = std::chrono::steady_clock::now();  // wall: layers run side by side

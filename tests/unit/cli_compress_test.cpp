@@ -127,6 +127,17 @@ TEST(CliCompress, PerLayerKeyDimsGoToTheRecipeAndInfoListsThem) {
   fs::remove_all(dir);
 }
 
+// -o into a folder that does not exist yet: made, as train.save_dir is, with the recipe beside the checkpoint.
+TEST(CliCompress, MakesTheOutputFolder) {
+  const std::string dir = test::temp_dir("cli_compress_folder");
+  const std::string in = write_concat_vit(dir), out = dir + "/not/yet/small.safetensors";
+  const test::CommandResult r = test::run_cmha("compress " + in + " --key-dim 12 --iters 2 --threads 1 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(out));
+  EXPECT_TRUE(fs::is_regular_file(dir + "/not/yet/small.yaml"));
+  fs::remove_all(dir);
+}
+
 TEST(CliCompress, MistakesAreOneSentenceWithExitCode2) {
   const std::string dir = test::temp_dir("cli_compress_errors");
   const std::string in = write_concat_vit(dir), out = dir + "/o.safetensors";
@@ -140,6 +151,8 @@ TEST(CliCompress, MistakesAreOneSentenceWithExitCode2) {
       {"compress " + in + " --key-dim 8 --layers cross -o " + out, "has no attention place 'cross'"},
       {"compress " + dir + "/none.safetensors --key-dim 8 -o " + out, "none.safetensors"},
       {"compress " + in + " --key-dim 8 --frobnicate -o " + out, "unknown option '--frobnicate'"},
+      {"compress " + in + " --key-dim 8 -o " + dir, "-o '" + dir + "' is a directory: give the compressed checkpoint's file name"},
+      {"compress " + in + " --key-dim 8 -o " + in + "/o.safetensors", "cannot make its folder '" + in + "'"},
       {"heads", "needs a checkpoint"},
       {"heads " + dir + "/none.safetensors", "none.safetensors"},
       {"heads " + in + " --bogus", "unknown option '--bogus'"},
