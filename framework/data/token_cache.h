@@ -55,10 +55,16 @@ class TokenCache {
   int64_t length(int64_t i) const { return static_cast<int64_t>(offsets_[i + 1] - offsets_[i]); }
   const int32_t* ids(int64_t i) const { return ids_ + offsets_[i]; }
   std::vector<int32_t> sentence(int64_t i) const { return {ids(i), ids(i) + length(i)}; }
+  // The lengths of sentences [first, first + n) into out[0, n). Read from the file, not through the map, so
+  // a scan of every length (a batcher's plan) leaves none of the 8-byte offsets in this process's memory.
+  void read_lengths(int64_t first, int64_t n, int32_t* out) const;
 
  private:
   void unmap();
+  // Offsets [first, first + n) of the file into out, by pread.
+  void read_offsets(uint64_t first, uint64_t n, uint64_t* out) const;
   std::string path_;
+  int fd_ = -1;  // kept open: read_lengths reads the file that is mapped, even if another was renamed over it
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   uint64_t key_ = 0, count_ = 0, total_ = 0;
