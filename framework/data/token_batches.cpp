@@ -280,10 +280,14 @@ TranslationBatch make_batch(const TokenCache& src, const TokenCache& tgt, Batch 
   TranslationBatch b;
   const int64_t B = static_cast<int64_t>(idx.size());
   CMHA_CHECK(B > 0, "make_batch: an empty batch");
+  // The batch's sentences read from the caches' files (TokenCache::read_ids: none through the maps).
+  std::vector<std::vector<int32_t>> xs(static_cast<size_t>(B)), ys(static_cast<size_t>(B));
   int64_t S = 0, T = 0;
-  for (int64_t i : idx) {
-    S = std::max(S, src.length(i) + 1);
-    T = std::max(T, tgt.length(i) + 1);
+  for (int64_t r = 0; r < B; ++r) {
+    src.read_ids(idx[r], xs[r]);
+    tgt.read_ids(idx[r], ys[r]);
+    S = std::max(S, static_cast<int64_t>(xs[r].size()) + 1);
+    T = std::max(T, static_cast<int64_t>(ys[r].size()) + 1);
   }
   b.src = Tensor::full({B, S}, pad, DType::i64);
   b.src_pad = Tensor::ones({B, S}, DType::b8);
@@ -294,10 +298,9 @@ TranslationBatch make_batch(const TokenCache& src, const TokenCache& tgt, Batch 
   int64_t* ti = b.tgt_in.data<int64_t>();
   int64_t* to = b.tgt_out.data<int64_t>();
   for (int64_t r = 0; r < B; ++r) {
-    const int64_t i = idx[r];
-    const int64_t ls = src.length(i), lt = tgt.length(i);
-    const int32_t* x = src.ids(i);
-    const int32_t* y = tgt.ids(i);
+    const int64_t ls = static_cast<int64_t>(xs[r].size()), lt = static_cast<int64_t>(ys[r].size());
+    const int32_t* x = xs[r].data();
+    const int32_t* y = ys[r].data();
     for (int64_t k = 0; k < ls; ++k) s[r * S + k] = x[k];
     s[r * S + ls] = eos;
     for (int64_t k = 0; k <= ls; ++k) sp[r * S + k] = false;

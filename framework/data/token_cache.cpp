@@ -98,17 +98,32 @@ TokenCache::TokenCache(const std::string& path) : path_(path) {
   }
 }
 
-void TokenCache::read_offsets(uint64_t first, uint64_t n, uint64_t* out) const {
-  const size_t bytes = static_cast<size_t>(n) * 8;
+void TokenCache::read_at(uint64_t at, size_t bytes, void* out, const char* what) const {
   size_t done = 0;
   while (done < bytes) {
-    const ssize_t got = ::pread(fd_, reinterpret_cast<char*>(out) + done, bytes - done,
-                                static_cast<off_t>(kHeaderBytes + first * 8 + done));
+    const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, bytes - done, static_cast<off_t>(at + done));
     if (got < 0 && errno == EINTR) continue;
-    CMHA_CHECK(got > 0, "cannot read the offsets of token cache '" + path_ + "': " +
+    CMHA_CHECK(got > 0, std::string("cannot read the ") + what + " of token cache '" + path_ + "': " +
                             (got < 0 ? std::string(std::strerror(errno)) : std::string("it was truncated")));
     done += static_cast<size_t>(got);
   }
+}
+
+void TokenCache::read_offsets(uint64_t first, uint64_t n, uint64_t* out) const {
+  read_at(kHeaderBytes + first * 8, static_cast<size_t>(n) * 8, out, "offsets");
+}
+
+void TokenCache::read_ids(int64_t i, std::vector<int32_t>& out) const {
+  CMHA_CHECK(i >= 0 && i < size(), "token cache '" + path_ + "': sentence " + std::to_string(i) +
+                                       " is outside its " + std::to_string(size()));
+  uint64_t range[2];
+  read_offsets(static_cast<uint64_t>(i), 2, range);
+  // The offsets were checked in order when the file was opened; a file changed since is caught here.
+  CMHA_CHECK(range[0] <= range[1] && range[1] <= total_,
+             "token cache '" + path_ + "' changed on disk while in use (sentence " + std::to_string(i) + ")");
+  out.resize(static_cast<size_t>(range[1] - range[0]));
+  if (!out.empty())
+    read_at(kHeaderBytes + (count_ + 1) * 8 + range[0] * 4, out.size() * 4, out.data(), "ids");
 }
 
 void TokenCache::read_lengths(int64_t first, int64_t n, int32_t* out) const {

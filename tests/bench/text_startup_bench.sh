@@ -9,8 +9,9 @@
 #   tests/bench/text_startup_bench.sh OLD_CMHA NEW_CMHA [RANKS] [OLD_RANKS] [PAIRS]
 #   tests/bench/text_startup_bench.sh - NEW_CMHA ...       # this tree's side only
 #
-# RANKS (and OLD_RANKS) may list several counts, e.g. 8,1: each is resumed in
-# turn after one cache build a side.
+# KEEP_BUILDS=1 reuses the one-time builds an earlier run left (the caches of
+# both sides have the same format). RANKS (and OLD_RANKS) may list several counts, e.g. 8,1: after one cache
+# build a side, each count is resumed, old then new.
 #
 # The corpus: work/local_en_de/train.{en,de} (data/prepare_local_en_de.sh)
 # repeated to PAIRS pairs (default 4 500 000, WMT14 en-de's size) in a seeded
@@ -77,9 +78,14 @@ copy_run() {
 
 sides="old new"
 [ "$OLD" = - ] && sides=new
+bin_of() { if [ "$1" = new ]; then echo "$NEW"; else echo "$OLD"; fi; }
+# First both sides' one-time builds, then the resumes of each rank count, old and new one after the other.
 for side in $sides; do
-  bin=$OLD ranks=$OLD_RANKS
-  [ "$side" = new ] && bin=$NEW ranks=$RANKS
+  bin=$(bin_of $side)
+  if [ -n "${KEEP_BUILDS:-}" ] && [ -d "$WORK/run_$side.built" ] && [ -d "$WORK/small_$side.built" ]; then
+    echo "== $side ($bin): the one-time build of an earlier run kept (KEEP_BUILDS)"
+    continue
+  fi
   rm -rf "$WORK/run_$side" "$WORK/small_$side" "$WORK/run_$side.built" "$WORK/small_$side.built"
   echo "== $side ($bin)"
   /usr/bin/time -f "$side one-time build (1 rank, SentencePiece + caches): %e s, peak RSS %M KB" \
@@ -89,17 +95,23 @@ for side in $sides; do
   "$bin" train "$recipe" "${tiny[@]}" train.save_dir="$WORK/small_$side" data.train_prefix=work/local_en_de/dev \
     train.max_updates=1 --threads 1 >/dev/null 2>&1
   # Each resume starts from the checkpoint of update 1 (a copy: the resume saves update 2 over it).
-  cp -a "$WORK/run_$side" "$WORK/run_$side.built"
-  cp -a "$WORK/small_$side" "$WORK/small_$side.built"
-  for count in ${ranks//,/ }; do
+  mv "$WORK/run_$side" "$WORK/run_$side.built"
+  mv "$WORK/small_$side" "$WORK/small_$side.built"
+done
+echo "load before the resumes: $(uptime | sed 's/.*load average: //')"
+for count in $(echo "$RANKS,$OLD_RANKS" | tr , '\n' | awk '!seen[$0]++'); do
+  for side in $sides; do
+    ranks=$RANKS
+    [ "$side" = old ] && ranks=$OLD_RANKS
+    case ",$ranks," in *",$count,"*) ;; *) continue ;; esac
+    bin=$(bin_of $side)
     rm -rf "$WORK/run_$side" "$WORK/small_$side"
     copy_run "$WORK/run_$side.built" "$WORK/run_$side"
-    cp -a "$WORK/small_$side.built" "$WORK/small_$side"
+    copy_run "$WORK/small_$side.built" "$WORK/small_$side"
     echo "$side resume, $count ranks, $PAIRS pairs:"
     run "$bin" "$WORK/run_$side" "$WORK/train$PAIRS" "$count" 2 --resume | sort -V
     echo "$side resume, $count ranks, 3 000 pairs (the baseline):"
     run "$bin" "$WORK/small_$side" work/local_en_de/dev "$count" 2 --resume | sort -V
   done
-  rm -rf "$WORK/run_$side.built" "$WORK/small_$side.built"
 done
 echo "load after: $(uptime | sed 's/.*load average: //')"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "data/token_batches.h"
@@ -171,6 +172,51 @@ TEST(TokenPlan, BatchesFromTheCachesEqualThoseFromTheirLengths) {
   EXPECT_GT(from_caches.dropped(), 0);
   EXPECT_EQ(from_caches.epoch_batches(1), from_lengths.epoch_batches(1));
   EXPECT_EQ(from_caches.sorted_batches(), from_lengths.sorted_batches());
+  fs::remove_all(dir);
+}
+
+// Kilobytes of `path`'s mappings resident in this process (/proc/self/smaps), -1 if it is not mapped.
+int64_t resident_kb_of_mapping(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false, found = false;
+  int64_t kb = 0;
+  while (std::getline(smaps, line)) {
+    const std::string first = line.substr(0, line.find(' '));
+    if (first.find('-') != std::string::npos && first.find(':') == std::string::npos) {  // a mapping's header
+      in = line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0;
+      found = found || in;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      kb += std::stoll(line.substr(4));
+    }
+  }
+  return found ? kb : -1;
+}
+
+TEST(TokenPlan, BatchesAreReadWithoutTouchingTheCachesMaps) {
+  const std::string dir = test::temp_dir("token_plan_rss");
+  std::vector<std::vector<int32_t>> sentences(40000);
+  for (size_t i = 0; i < sentences.size(); ++i) sentences[i].assign(1 + i % 23, static_cast<int32_t>(i));
+  data::TokenCache::write(dir + "/s.bin", 1, sentences);
+  data::TokenCache::write(dir + "/t.bin", 2, sentences);
+  const std::string src_path = fs::canonical(dir + "/s.bin").string();
+  const data::TokenCache cs(src_path), ct(dir + "/t.bin");
+  std::vector<int32_t> pairs;
+  for (int32_t i = 7; i < 40000; i += 997) pairs.push_back(i);  // scattered over the file, as a batch is
+  const data::TranslationBatch b = data::make_batch(cs, ct, pairs, 0, 2, 3);
+  EXPECT_EQ(b.src.to_i64_vector()[0], 7);
+  std::vector<int32_t> ids;
+  cs.read_ids(39999, ids);
+  EXPECT_EQ(ids, sentences[39999]);
+  cs.read_ids(0, ids);
+  EXPECT_EQ(ids, sentences[0]);
+  EXPECT_NE(test::error_of([&] { cs.read_ids(40000, ids); }).find("sentence 40000 is outside its 40000"),
+            std::string::npos);
+  // Opening (the offsets checked), the plan's lengths and the batch all read by pread: nothing of the map is resident.
+  std::vector<int32_t> lengths(40000);
+  cs.read_lengths(0, 40000, lengths.data());
+  EXPECT_EQ(lengths[22], 23);
+  EXPECT_EQ(resident_kb_of_mapping(src_path), 0);
   fs::remove_all(dir);
 }
 
