@@ -1,6 +1,7 @@
 #pragma once
-// Encoded sentences in a binary file that is memory-mapped, so epochs never
-// tokenise again and a rank reads only the sentences of its batches. Layout
+// Encoded sentences in a binary file, so epochs never tokenise again and a rank
+// reads only the sentences of its batches (by pread: read_ids, read_lengths;
+// the map behind ids() is for small files and tests, see read_ids). Layout
 // (little-endian):
 //   64-byte header: magic "CMHATOK1", u32 format version (2), u32 bytes per id (4),
 //                   u64 key, u64 sentences N, u64 ids in all,
