@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "tensor/error.h"
 #include "tensor/atomic_file.h"
@@ -21,6 +24,7 @@ namespace {
 constexpr char kMagic[8] = {'C', 'M', 'H', 'A', 'T', 'O', 'K', '1'};
 constexpr uint32_t kVersion = 2;  // 2: the corpus identity in the header
 constexpr size_t kHeaderBytes = 64;
+constexpr uint64_t kOffsetChunk = uint64_t{1} << 16;  // offsets read (by pread) at a time: 512 KiB
 
 struct FileHeader {
   char magic[8];
@@ -61,23 +65,78 @@ TokenCache::TokenCache(const std::string& path) : path_(path) {
   }
   map_bytes_ = static_cast<size_t>(need);
   map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (map_ == MAP_FAILED) {
+    ::close(fd);
     map_ = nullptr;
     throw Error("cannot memory-map token cache '" + path + "': " + std::strerror(errno));
   }
+  fd_ = fd;
   key_ = h.key;
   count_ = h.count;
   total_ = h.total;
   offsets_ = reinterpret_cast<const uint64_t*>(static_cast<const char*>(map_) + kHeaderBytes);
   ids_ = reinterpret_cast<const int32_t*>(offsets_ + count_ + 1);
-  // Sentence i is ids[offsets[i], offsets[i+1]): the offsets must climb from
-  // 0 to the id count, or a sentence would be read outside the file.
-  bool ordered = offsets_[0] == 0 && offsets_[count_] == total_;
-  for (uint64_t i = 0; ordered && i < count_; ++i) ordered = offsets_[i] <= offsets_[i + 1];
-  if (!ordered) {
+  // Sentence i is ids[offsets[i], offsets[i+1]): the offsets must climb from 0 to the id count, or a
+  // sentence would be read outside the file. Checked through pread, a chunk at a time: reading them
+  // through the map would keep all of them (8 bytes a sentence) in this process's resident memory.
+  std::vector<uint64_t> chunk;
+  uint64_t last = 0;
+  bool ordered = true;
+  for (uint64_t first = 0; ordered && first <= count_; first += kOffsetChunk) {
+    const uint64_t n = std::min<uint64_t>(kOffsetChunk, count_ + 1 - first);
+    chunk.resize(n);
+    read_offsets(first, n, chunk.data());
+    if (first == 0) ordered = chunk[0] == 0;
+    for (uint64_t k = 0; ordered && k < n; ++k) {
+      ordered = chunk[k] >= last;
+      last = chunk[k];
+    }
+  }
+  if (!ordered || last != total_) {
     unmap();
     throw Error("token cache '" + path + "' is corrupt: its offsets do not cover its ids in order");
+  }
+}
+
+void TokenCache::read_at(uint64_t at, size_t bytes, void* out, const char* what) const {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, bytes - done, static_cast<off_t>(at + done));
+    if (got < 0 && errno == EINTR) continue;
+    CMHA_CHECK(got > 0, std::string("cannot read the ") + what + " of token cache '" + path_ + "': " +
+                            (got < 0 ? std::string(std::strerror(errno)) : std::string("it was truncated")));
+    done += static_cast<size_t>(got);
+  }
+}
+
+void TokenCache::read_offsets(uint64_t first, uint64_t n, uint64_t* out) const {
+  read_at(kHeaderBytes + first * 8, static_cast<size_t>(n) * 8, out, "offsets");
+}
+
+void TokenCache::read_ids(int64_t i, std::vector<int32_t>& out) const {
+  CMHA_CHECK(i >= 0 && i < size(), "token cache '" + path_ + "': sentence " + std::to_string(i) +
+                                       " is outside its " + std::to_string(size()));
+  uint64_t range[2];
+  read_offsets(static_cast<uint64_t>(i), 2, range);
+  // The offsets were checked in order when the file was opened; a file changed since is caught here.
+  CMHA_CHECK(range[0] <= range[1] && range[1] <= total_,
+             "token cache '" + path_ + "' changed on disk while in use (sentence " + std::to_string(i) + ")");
+  out.resize(static_cast<size_t>(range[1] - range[0]));
+  if (!out.empty())
+    read_at(kHeaderBytes + (count_ + 1) * 8 + range[0] * 4, out.size() * 4, out.data(), "ids");
+}
+
+void TokenCache::read_lengths(int64_t first, int64_t n, int32_t* out) const {
+  CMHA_CHECK(first >= 0 && n >= 0 && first + n <= size(),
+             "token cache '" + path_ + "': sentences [" + std::to_string(first) + ", " + std::to_string(first + n) +
+                 ") are outside its " + std::to_string(size()));
+  std::vector<uint64_t> chunk;
+  for (int64_t done = 0; done < n; done += static_cast<int64_t>(kOffsetChunk)) {
+    const int64_t m = std::min<int64_t>(static_cast<int64_t>(kOffsetChunk), n - done);
+    chunk.resize(static_cast<size_t>(m) + 1);
+    read_offsets(static_cast<uint64_t>(first + done), static_cast<uint64_t>(m) + 1, chunk.data());
+    for (int64_t k = 0; k < m; ++k)  // a sentence of 2^31 ids or more (none is) would read as the largest int32
+      out[done + k] = static_cast<int32_t>(std::min<uint64_t>(chunk[k + 1] - chunk[k], INT32_MAX));
   }
 }
 
@@ -89,6 +148,7 @@ TokenCache& TokenCache::operator=(TokenCache&& o) noexcept {
     path_ = std::move(o.path_);
     map_ = o.map_;
     map_bytes_ = o.map_bytes_;
+    fd_ = o.fd_;
     key_ = o.key_;
     count_ = o.count_;
     total_ = o.total_;
@@ -96,6 +156,7 @@ TokenCache& TokenCache::operator=(TokenCache&& o) noexcept {
     ids_ = o.ids_;
     o.map_ = nullptr;
     o.map_bytes_ = 0;
+    o.fd_ = -1;
     o.count_ = o.total_ = 0;
     o.offsets_ = nullptr;
     o.ids_ = nullptr;
@@ -107,6 +168,8 @@ TokenCache::~TokenCache() { unmap(); }
 
 void TokenCache::unmap() {
   if (map_) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   map_ = nullptr;
   map_bytes_ = 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
-// Encoded sentences in a binary file that is memory-mapped, so epochs never
-// tokenise again and a rank reads only the sentences of its batches. Layout
+// Encoded sentences in a binary file, so epochs never tokenise again and a rank
+// reads only the sentences of its batches (by pread: read_ids, read_lengths;
+// the map behind ids() is for small files and tests, see read_ids). Layout
 // (little-endian):
 //   64-byte header: magic "CMHATOK1", u32 format version (2), u32 bytes per id (4),
 //                   u64 key, u64 sentences N, u64 ids in all,
@@ -55,10 +56,23 @@ class TokenCache {
   int64_t length(int64_t i) const { return static_cast<int64_t>(offsets_[i + 1] - offsets_[i]); }
   const int32_t* ids(int64_t i) const { return ids_ + offsets_[i]; }
   std::vector<int32_t> sentence(int64_t i) const { return {ids(i), ids(i) + length(i)}; }
+  // Sentence i's ids into `out` (resized), read from the file by pread, not through the map: a page touched
+  // through the map is mapped with its neighbours (the kernel's fault-around, 64 KiB), so a batch of a few
+  // hundred scattered sentences would add tens of MB to every rank's resident memory, and an epoch the
+  // whole file.
+  void read_ids(int64_t i, std::vector<int32_t>& out) const;
+  // The lengths of sentences [first, first + n) into out[0, n). Read from the file, not through the map, so
+  // a scan of every length (a batcher's plan) leaves none of the 8-byte offsets in this process's memory.
+  void read_lengths(int64_t first, int64_t n, int32_t* out) const;
 
  private:
   void unmap();
+  // Offsets [first, first + n) of the file into out, by pread.
+  void read_offsets(uint64_t first, uint64_t n, uint64_t* out) const;
+  // `bytes` bytes at file offset `at` into out, by pread; `what` names them in an error.
+  void read_at(uint64_t at, size_t bytes, void* out, const char* what) const;
   std::string path_;
+  int fd_ = -1;  // kept open: read_lengths reads the file that is mapped, even if another was renamed over it
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
   uint64_t key_ = 0, count_ = 0, total_ = 0;

@@ -33,16 +33,6 @@ namespace {
 // Bumped whenever what goes into a cache changes (not its file format: that has its own version).
 constexpr uint64_t kCacheRecipe = 0x636d6861'74743031ull;  // "cmhatt01"
 
-std::pair<std::vector<int32_t>, std::vector<int32_t>> model_lengths(const data::TokenCache& src,
-                                                                     const data::TokenCache& tgt) {
-  std::vector<int32_t> s(src.size()), t(tgt.size());
-  for (int64_t i = 0; i < src.size(); ++i) {
-    s[i] = static_cast<int32_t>(src.length(i) + 1);  // + eos
-    t[i] = static_cast<int32_t>(tgt.length(i) + 1);  // + bos (input) / eos (output)
-  }
-  return {std::move(s), std::move(t)};
-}
-
 }  // namespace
 
 TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int rank, int world)
@@ -153,13 +143,14 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
   CMHA_CHECK(cfg.positions != "learned" || bo.max_len <= cfg.max_positions,
              "data.max_len " + std::to_string(bo.max_len) + " is longer than model.max_positions " +
                  std::to_string(cfg.max_positions) + " of the learned position embeddings");
-  auto [ts, tt] = model_lengths(train_src_, train_tgt_);
-  train_batcher_ = std::make_unique<data::TokenBatcher>(std::move(ts), std::move(tt), bo);
+  // The lengths come from the caches' offsets, read in chunks (data/token_batches.h).
+  const auto batcher_start = std::chrono::steady_clock::now();
+  train_batcher_ = std::make_unique<data::TokenBatcher>(train_src_, train_tgt_, bo);
+  const double batcher_seconds = seconds_since(batcher_start);
   data::BatchingOptions vo = bo;
   vo.rank = 0;
   vo.world = 1;
-  auto [vs, vt] = model_lengths(valid_src_, valid_tgt_);
-  const data::TokenBatcher valid_batcher(std::move(vs), std::move(vt), vo);
+  const data::TokenBatcher valid_batcher(valid_src_, valid_tgt_, vo);
   valid_batches_ = valid_batcher.sorted_batches();
   if (verbose) {
     std::fprintf(stderr, "data: train %lld of %lld pairs, valid %lld of %lld (dropped %lld and %lld longer than data.max_len %lld)\n",
@@ -178,7 +169,12 @@ TranslationTask::TranslationTask(const run::Recipe& r, Generator& init_gen, int 
     bleu_references_.assign(valid.target.begin(), valid.target.begin() + static_cast<std::ptrdiff_t>(n));
     valid_beam_ = r.integer("eval.valid_beam");
   }
+  const auto plan_start = std::chrono::steady_clock::now();
   start_epoch(0);  // batches_per_epoch() is known before training starts
+  if (verbose)
+    std::fprintf(stderr, "data: lengths of %lld pairs read in %.2f s, epoch 0 planned in %.2f s (%lld batches a rank)\n",
+                 static_cast<long long>(train_batcher_->pairs()), batcher_seconds, seconds_since(plan_start),
+                 static_cast<long long>(batches_.size()));
   CMHA_CHECK(!batches_.empty(), "the training data make fewer batches than the " + std::to_string(world) +
                                     " ranks (" + std::to_string(train_batcher_->kept()) + " pairs kept)");
   model_ = std::make_shared<nn::Transformer>(cfg, init_gen);
@@ -223,7 +219,7 @@ TranslationTask::BatchAhead TranslationTask::make_training_batch(int64_t positio
   BatchAhead b;
   b.epoch = epoch_;
   b.position = position;
-  b.host = data::make_batch(train_src_, train_tgt_, batches_[static_cast<size_t>(position)],
+  b.host = data::make_batch(train_src_, train_tgt_, batches_[position],
                             data::SentencePieceVocab::kPad, data::SentencePieceVocab::kBos,
                             data::SentencePieceVocab::kEos);
   b.device = on_device(b.host, device_);
@@ -261,7 +257,7 @@ std::map<std::string, double> TranslationTask::validate() {
   autograd::NoGradGuard no_grad;
   model_->eval();
   double loss = 0, nll = 0, tokens = 0, correct = 0;
-  for (const data::Batch& idx : valid_batches_) {
+  for (const data::Batch idx : valid_batches_) {
     const data::TranslationBatch host = data::make_batch(valid_src_, valid_tgt_, idx, data::SentencePieceVocab::kPad,
                                                          data::SentencePieceVocab::kBos, data::SentencePieceVocab::kEos);
     const data::TranslationBatch b = on_device(host, device_);
@@ -372,7 +368,7 @@ nlohmann::json score_translation_checkpoint(const std::string& checkpoint, const
 }
 
 nlohmann::json TranslationTask::data_state() const {
-  return {{"epoch", epoch_}, {"position", position_}, {"batches", static_cast<int64_t>(batches_.size())},
+  return {{"epoch", epoch_}, {"position", position_}, {"batches", batches_.size()},
           {"world", world_}};
 }
 
@@ -384,14 +380,14 @@ void TranslationTask::restore_data_state(const nlohmann::json& s) {
     // Batches are dealt round-robin from one global order: `position` batches on each of
     // saved_world ranks is position·saved_world of them, re-dealt to this world.
     position = position * saved_world / world_;
-  } else if (s.contains("batches") && s.at("batches").get<int64_t>() != static_cast<int64_t>(batches_.size()) &&
+  } else if (s.contains("batches") && s.at("batches").get<int64_t>() != batches_.size() &&
              rank_ == 0)
     std::fprintf(stderr,
-                 "data: warning: the checkpoint's epoch %lld had %lld batches, this recipe makes %zu (data.max_tokens, "
+                 "data: warning: the checkpoint's epoch %lld had %lld batches, this recipe makes %lld (data.max_tokens, "
                  "data.max_len, the corpus or the ranks changed): the resume is not exact\n",
                  static_cast<long long>(epoch_), static_cast<long long>(s.at("batches").get<int64_t>()),
-                 batches_.size());
-  position_ = std::min<int64_t>(position, static_cast<int64_t>(batches_.size()));
+                 static_cast<long long>(batches_.size()));
+  position_ = std::min<int64_t>(position, batches_.size());
   ahead_.reset();
 }
 

@@ -37,7 +37,7 @@ class TranslationTask : public Task {
   void start_epoch(int64_t epoch) override;
   bool has_next_batch() const override { return position_ < static_cast<int64_t>(batches_.size()); }
   BatchLoss next_batch_loss() override;
-  int64_t batches_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
+  int64_t batches_per_epoch() const override { return batches_.size(); }
   // loss: label-smoothed (train.label_smoothing) cross-entropy per target token,
   // nll_loss: without smoothing, perplexity: exp(nll_loss), top1: % of
   // target tokens predicted right. Nats. With eval.valid_bleu also bleu:
@@ -54,7 +54,7 @@ class TranslationTask : public Task {
 
   nn::Transformer& transformer() { return *model_; }
   const data::SentencePieceVocab& vocab() const { return *vocab_; }
-  const std::vector<data::Batch>& current_batches() const { return batches_; }
+  const data::PackedBatches& current_batches() const { return batches_; }
   const data::TokenCache& train_target() const { return train_tgt_; }
   // Whether the constructor encoded the splits (false: both caches were reused).
   bool encoded_caches() const { return encoded_; }
@@ -67,7 +67,7 @@ class TranslationTask : public Task {
   std::unique_ptr<data::SentencePieceVocab> vocab_;
   data::TokenCache train_src_, train_tgt_, valid_src_, valid_tgt_;
   std::unique_ptr<data::TokenBatcher> train_batcher_;
-  std::vector<data::Batch> valid_batches_;
+  data::PackedBatches valid_batches_;
   float label_smoothing_;
   std::string spm_path_;
   // Validation BLEU (eval.valid_bleu): raw sources and references.
@@ -83,7 +83,7 @@ class TranslationTask : public Task {
   int rank_, world_;
   bool encoded_ = false, rehashed_ = false;
   int64_t epoch_ = -1, position_ = 0;
-  std::vector<data::Batch> batches_;  // this rank's batches of epoch_
+  data::PackedBatches batches_;  // this rank's batches of epoch_
   // On a GPU, the next training batch, made and sent while the GPU runs the
   // current one's forward pass (the copy from pinned memory does not wait).
   struct BatchAhead {

@@ -9,6 +9,10 @@
 #   tests/bench/text_startup_bench.sh OLD_CMHA NEW_CMHA [RANKS] [OLD_RANKS] [PAIRS]
 #   tests/bench/text_startup_bench.sh - NEW_CMHA ...       # this tree's side only
 #
+# KEEP_BUILDS=1 reuses the one-time builds an earlier run left (the caches of
+# both sides have the same format). RANKS (and OLD_RANKS) may list several counts, e.g. 8,1: after one cache
+# build a side, each count is resumed, old then new.
+#
 # The corpus: work/local_en_de/train.{en,de} (data/prepare_local_en_de.sh)
 # repeated to PAIRS pairs (default 4 500 000, WMT14 en-de's size) in a seeded
 # shuffle, written once to work/startup_bench/ (git-ignored). The model is the
@@ -62,12 +66,27 @@ run() {
     train.max_updates="$updates" --threads 1
 }
 
+# copy_run FROM TO: a run directory copied, its token caches (a GB at 4.5 M pairs, never written by a
+# resume) hard-linked.
+copy_run() {
+  mkdir "$2"
+  for f in "$1"/* "$1"/.[!.]*; do
+    [ -e "$f" ] || continue
+    if [ "$(basename "$f")" = cache ]; then cp -al "$f" "$2/"; else cp -a "$f" "$2/"; fi
+  done
+}
+
 sides="old new"
 [ "$OLD" = - ] && sides=new
+bin_of() { if [ "$1" = new ]; then echo "$NEW"; else echo "$OLD"; fi; }
+# First both sides' one-time builds, then the resumes of each rank count, old and new one after the other.
 for side in $sides; do
-  bin=$OLD ranks=$OLD_RANKS
-  [ "$side" = new ] && bin=$NEW ranks=$RANKS
-  rm -rf "$WORK/run_$side" "$WORK/small_$side"
+  bin=$(bin_of $side)
+  if [ -n "${KEEP_BUILDS:-}" ] && [ -d "$WORK/run_$side.built" ] && [ -d "$WORK/small_$side.built" ]; then
+    echo "== $side ($bin): the one-time build of an earlier run kept (KEEP_BUILDS)"
+    continue
+  fi
+  rm -rf "$WORK/run_$side" "$WORK/small_$side" "$WORK/run_$side.built" "$WORK/small_$side.built"
   echo "== $side ($bin)"
   /usr/bin/time -f "$side one-time build (1 rank, SentencePiece + caches): %e s, peak RSS %M KB" \
     "$bin" train "$recipe" "${tiny[@]}" train.save_dir="$WORK/run_$side" data.train_prefix="$WORK/train$PAIRS" \
@@ -75,9 +94,24 @@ for side in $sides; do
   tail -1 "$WORK/build_$side.log"
   "$bin" train "$recipe" "${tiny[@]}" train.save_dir="$WORK/small_$side" data.train_prefix=work/local_en_de/dev \
     train.max_updates=1 --threads 1 >/dev/null 2>&1
-  echo "$side resume, $ranks ranks, $PAIRS pairs:"
-  run "$bin" "$WORK/run_$side" "$WORK/train$PAIRS" "$ranks" 2 --resume | sort -V
-  echo "$side resume, $ranks ranks, 3 000 pairs (the baseline):"
-  run "$bin" "$WORK/small_$side" work/local_en_de/dev "$ranks" 2 --resume | sort -V
+  # Each resume starts from the checkpoint of update 1 (a copy: the resume saves update 2 over it).
+  mv "$WORK/run_$side" "$WORK/run_$side.built"
+  mv "$WORK/small_$side" "$WORK/small_$side.built"
+done
+echo "load before the resumes: $(uptime | sed 's/.*load average: //')"
+for count in $(echo "$RANKS,$OLD_RANKS" | tr , '\n' | awk '!seen[$0]++'); do
+  for side in $sides; do
+    ranks=$RANKS
+    [ "$side" = old ] && ranks=$OLD_RANKS
+    case ",$ranks," in *",$count,"*) ;; *) continue ;; esac
+    bin=$(bin_of $side)
+    rm -rf "$WORK/run_$side" "$WORK/small_$side"
+    copy_run "$WORK/run_$side.built" "$WORK/run_$side"
+    copy_run "$WORK/small_$side.built" "$WORK/small_$side"
+    echo "$side resume, $count ranks, $PAIRS pairs:"
+    run "$bin" "$WORK/run_$side" "$WORK/train$PAIRS" "$count" 2 --resume | sort -V
+    echo "$side resume, $count ranks, 3 000 pairs (the baseline):"
+    run "$bin" "$WORK/small_$side" work/local_en_de/dev "$count" 2 --resume | sort -V
+  done
 done
 echo "load after: $(uptime | sed 's/.*load average: //')"

@@ -254,7 +254,7 @@ TEST(TokenBatches, BudgetsAreRespectedAndEveryKeptPairComesOnce) {
   data::TokenCache::write(dir + "/s.bin", 1, {{10, 11, 12}, {13}});
   data::TokenCache::write(dir + "/t.bin", 2, {{20}, {21, 22, 23, 24}});
   data::TokenCache cs(dir + "/s.bin"), ct(dir + "/t.bin");
-  const data::TranslationBatch mb = data::make_batch(cs, ct, {0, 1}, 0, 2, 3);
+  const data::TranslationBatch mb = data::make_batch(cs, ct, std::vector<int32_t>{0, 1}, 0, 2, 3);
   EXPECT_EQ(mb.src.to_i64_vector(), (std::vector<int64_t>{10, 11, 12, 3, 13, 3, 0, 0}));
   const bool* pad = mb.src_pad.data<bool>();
   EXPECT_EQ(std::vector<bool>(pad, pad + 8), (std::vector<bool>{0, 0, 0, 0, 0, 0, 1, 1}));
