@@ -62,6 +62,7 @@ namespace {
 constexpr int kImages = 64, kBatch = 32;
 std::map<std::string, std::vector<double>> g_images_per_s;  // side -> per-iteration rates
 std::map<std::string, std::vector<double>> g_ratios;        // side -> per-iteration cmha / reference
+std::vector<std::string> g_notes;                             // lines the summary prints as they are
 
 Image synthetic_photo(int seed) {
   Image im(375, 500, 3);
@@ -141,6 +142,64 @@ double epoch_per_cpu_s(ImageLoader& loader, int64_t epoch, bool with_prepare) {
     n += b.images.size(0);
   }
   return n / (cpu_seconds() - c0);
+}
+
+// Resident memory of the process, bytes (/proc/self/statm's second field).
+int64_t resident_bytes() {
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+// Issue 30's "loader memory bounded: RSS flat over 10 000 batches": the DeiT
+// train transforms with 2 workers over CMHA_BENCH_RSS_BATCHES (default
+// 10 000) batches, epoch after epoch of the synthetic set, each batch
+// consumed as the step would (image.prepare on it, then dropped). Smaller
+// batches and output than training's (8 images of 112 px, 1/8 of the time
+// a batch) exercise the same code: the buffer pool, the workers' decode and
+// transform buffers, the prefetch queue. RSS is sampled every 500 batches;
+// the summary prints it after 500 (warm) and at the end, and the growth.
+void BM_LoaderRss(benchmark::State& state) {
+  const char* env = std::getenv("CMHA_BENCH_RSS_BATCHES");
+  const int64_t batches = env ? std::atoll(env) : 10000;
+  omp_set_num_threads(1);
+  auto ds = std::make_shared<ImageFolderDataset>(dataset_root(), ColorMode::rgb);
+  ImageLoaderOptions o = deit_train_options(2);
+  o.batch_size = 8;
+  o.transform.image_size = 112;
+  ImageLoader loader(ds, o, 1);
+  std::vector<std::pair<int64_t, int64_t>> samples;  // (batches delivered, RSS)
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    int64_t n = 0, epoch = 0;
+    while (n < batches) {
+      loader.start_epoch(epoch++);
+      ImageBatch b;
+      while (n < batches && loader.next(b)) {
+        Tensor x = prepare_images(b.images, b.erase, b.prepare);  // the step's first op, on the CPU
+        benchmark::DoNotOptimize(x.raw_data());
+        if (++n % 500 == 0) samples.push_back({n, resident_bytes()});
+      }
+    }
+    state.SetIterationTime(seconds_since(t0));
+  }
+  if (samples.size() >= 2) {
+    const double mb = 1.0 / (1 << 20);
+    int64_t lo = samples.front().second, hi = lo;
+    for (const auto& [k, r] : samples) lo = std::min(lo, r), hi = std::max(hi, r);
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "RSS over %lld batches of 8 (2 workers): %.1f MB after %lld, %.1f MB at the end; min %.1f, max %.1f, "
+                  "growth after the first sample %+.1f MB",
+                  static_cast<long long>(batches), samples.front().second * mb,
+                  static_cast<long long>(samples.front().first), samples.back().second * mb, lo * mb, hi * mb,
+                  (samples.back().second - samples.front().second) * mb);
+    g_notes.push_back(line);
+  }
 }
 
 void BM_LoaderU8VsF32(benchmark::State& state) {
@@ -321,6 +380,7 @@ void register_all() {
     benchmark::RegisterBenchmark("BM_Loader", BM_Loader)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(2);
   for (int w : {0, 1, 2})
     benchmark::RegisterBenchmark("BM_LoaderU8VsF32", BM_LoaderU8VsF32)->Arg(w)->ArgName("workers")->UseManualTime()->Iterations(3);
+  benchmark::RegisterBenchmark("BM_LoaderRss", BM_LoaderRss)->UseManualTime()->Iterations(1);
   benchmark::RegisterBenchmark("BM_VitStep/deit_tiny", BM_VitStep, 192, 12, 3, "DeiT-Ti")
       ->Arg(16)->ArgName("batch")->UseManualTime()->Iterations(2);
   benchmark::RegisterBenchmark("BM_VitStep/deit_b3", BM_VitStep, 768, 3, 12, "DeiT-B3")
@@ -337,6 +397,7 @@ void print_summary() {
     std::sort(ratios.begin(), ratios.end());
     std::printf("  %-60s %6.2fx\n", side.c_str(), ratios[ratios.size() / 2]);
   }
+  for (const std::string& note : g_notes) std::printf("  %s\n", note.c_str());
   std::filesystem::remove_all(dataset_root());
 }
 

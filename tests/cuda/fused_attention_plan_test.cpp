@@ -19,6 +19,7 @@
 #include "nn/attention/attention.h"
 #include "run/model_config.h"
 #include "run/recipe.h"
+#include "support/source_paths.h"
 #endif
 
 namespace cmha {

@@ -21,6 +21,7 @@
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
 #include "train/bench.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using namespace cmha::test;

@@ -23,6 +23,7 @@
 #include "tensor/emulated_stream.h"
 #include "train/task_factory.h"
 #include "train/trainer.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using namespace cmha::mpitest;

@@ -14,6 +14,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "tensor/rng.h"
+#include "support/source_paths.h"
 
 namespace cmha::test {
 

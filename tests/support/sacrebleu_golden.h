@@ -6,10 +6,11 @@
 #include <utility>
 
 #include "eval/metric_score.h"
+#include "support/source_paths.h"
 
 namespace cmha::test {
 
-inline const std::string kBleuGoldenDir = CMHA_SOURCE_DIR "/tests/data/bleu-golden";
+inline const std::string kBleuGoldenDir = std::string(CMHA_SOURCE_DIR) + "/tests/data/bleu-golden";
 
 // sacreBLEU's output with cmha's version in place of "2.6.0", in signatures
 // ("...|version:2.6.0") and in JSON's "version" field.

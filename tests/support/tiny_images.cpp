@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "support/source_paths.h"
 
 namespace cmha::test {
 

@@ -13,6 +13,7 @@
 #include "support/check.h"
 #include "support/text.h"
 #include "tensor/device.h"
+#include "support/source_paths.h"
 
 namespace cmha {
 namespace {

@@ -21,6 +21,7 @@
 #include "support/files.h"
 #include "support/sacrebleu_golden.h"
 #include "tensor/error.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using namespace cmha::eval;
@@ -99,7 +100,7 @@ TEST(BleuGolden, FormatLikeSacrebleu) {
 // The repository's copy must not drift from the shared golden data, where a
 // checkout has it (CI places shared/ beside the clone).
 TEST(BleuGolden, RepositoryCopyMatchesShared) {
-  const std::string shared = CMHA_SOURCE_DIR "/../shared/bleu-golden";
+  const std::string shared = std::string(CMHA_SOURCE_DIR) + "/../shared/bleu-golden";
   if (!fs::exists(shared + "/case1.expected.json")) GTEST_SKIP() << "no " << shared << " in this checkout";
   for (const char* name : {"case1.hyp.de", "case1.ref.de", "case1.expected.json"})
     EXPECT_EQ(test::read_file(kBleuGoldenDir + "/" + name), test::read_file(shared + "/" + name)) << name;

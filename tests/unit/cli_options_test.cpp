@@ -15,6 +15,7 @@
 #include "support/check.h"
 #include "support/files.h"
 #include "support/text.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;

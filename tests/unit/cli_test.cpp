@@ -18,6 +18,7 @@
 #include "support/tiny_images.h"
 #include "tensor/safetensors.h"
 #include "train/trainer.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using cmha::run::latest_checkpoint;

@@ -23,6 +23,7 @@
 #include "support/text.h"
 #include "tensor/emulated_stream.h"
 #include "tensor/pinned_reads.h"
+#include "support/source_paths.h"
 
 namespace cmha {
 namespace {

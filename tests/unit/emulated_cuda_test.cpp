@@ -19,6 +19,7 @@
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/emulated_stream.h"
+#include "support/source_paths.h"
 
 namespace cmha {
 namespace {

@@ -22,6 +22,7 @@
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
 #include "train/trainer.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;

@@ -7,6 +7,7 @@
 
 #include "data/image.h"
 #include "support/check.h"
+#include "support/source_paths.h"
 
 namespace cmha::data {
 namespace {

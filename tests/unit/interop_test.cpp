@@ -17,6 +17,7 @@
 #include "support/files.h"
 #include "support/text.h"
 #include "tensor/safetensors.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;

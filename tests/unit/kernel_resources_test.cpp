@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "support/source_paths.h"
 
 namespace {
 

@@ -24,6 +24,7 @@
 #include "support/files.h"
 #include "support/text.h"
 #include "support/tiny_images.h"
+#include "support/source_paths.h"
 
 extern char** environ;
 

@@ -29,6 +29,7 @@
 #include <regex>
 #include <string>
 #include <vector>
+#include "support/source_paths.h"
 
 namespace {
 

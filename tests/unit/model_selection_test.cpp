@@ -17,6 +17,7 @@
 #include "train/image_pipeline.h"
 #include "run/recipe.h"
 #include "train/translation_task.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;

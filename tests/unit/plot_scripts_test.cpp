@@ -10,6 +10,7 @@
 
 #include "support/check.h"
 #include "support/files.h"
+#include "support/source_paths.h"
 
 namespace fs = std::filesystem;
 using namespace cmha;

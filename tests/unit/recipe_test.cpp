@@ -8,6 +8,7 @@
 #include "run/recipe.h"
 #include "support/check.h"
 #include "tensor/error.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using test::error_of;

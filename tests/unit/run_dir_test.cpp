@@ -16,6 +16,7 @@
 #include "support/files.h"
 #include "support/text.h"
 #include "support/tiny_images.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;

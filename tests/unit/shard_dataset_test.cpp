@@ -21,6 +21,7 @@
 #include "support/text.h"
 #include "support/tiny_images.h"
 #include "tensor/error.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using test::error_of;

@@ -22,6 +22,7 @@
 #include "support/check.h"
 #include "support/files.h"
 #include "support/sacrebleu_golden.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using namespace cmha::eval;
@@ -32,7 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kGolden = CMHA_SOURCE_DIR "/tests/data/significance-golden";
+const std::string kGolden = std::string(CMHA_SOURCE_DIR) + "/tests/data/significance-golden";
 
 nlohmann::json load_golden(const std::string& name) {
   std::ifstream in(kGolden + "/" + name);

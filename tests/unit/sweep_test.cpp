@@ -13,6 +13,7 @@
 #include "support/tiny_images.h"
 #include "tensor/error.h"
 #include "study/sweep.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 using test::error_of;

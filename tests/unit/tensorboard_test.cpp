@@ -13,6 +13,7 @@
 #include "support/files.h"
 #include "support/tensorboard_reader.h"
 #include "support/tiny_images.h"
+#include "support/source_paths.h"
 
 namespace cmha::train {
 
@@ -27,7 +28,7 @@ TEST(TensorBoard, Crc32cOfTheStandardCheckString) {
 }
 
 TEST(TensorBoard, SameBytesAsProtobufForTheSameEvents) {
-  const std::string golden = test::read_file(CMHA_SOURCE_DIR "/tests/data/tensorboard/events.golden");
+  const std::string golden = test::read_file(std::string(CMHA_SOURCE_DIR) + "/tests/data/tensorboard/events.golden");
   ASSERT_FALSE(golden.empty()) << "missing tests/data/tensorboard/events.golden";
   const std::string ours = tfrecord(file_version_event(1700000000.25)) +
                            tfrecord(scalars_event(1700000001.5, 0, {{"train/loss", 9.125f}})) +

@@ -24,6 +24,7 @@
 #include "support/tiny_images.h"
 #include "support/toy_translation.h"
 #include "tensor/safetensors.h"
+#include "support/source_paths.h"
 
 namespace cmha {
 namespace {

@@ -30,6 +30,7 @@
 #include "tensor/emulated_stream.h"
 #include "train/task_factory.h"
 #include "train/trainer.h"
+#include "support/source_paths.h"
 
 namespace cmha {
 namespace {

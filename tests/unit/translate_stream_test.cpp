@@ -26,6 +26,7 @@
 #include "support/toy_translation.h"
 #include "train/trainer.h"
 #include "train/translation_task.h"
+#include "support/source_paths.h"
 
 using namespace cmha;
 namespace fs = std::filesystem;
